@@ -1,0 +1,344 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/gofrs/uuid/v5"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// DynamoDBClient is the part of the DynamoDB API the lock client needs, with
+// the SDK's signatures; *dynamodb.Client implements it. Features that need
+// more (DescribeTable, Query, Scan, TransactWriteItems, UpdateTimeToLive)
+// use them when the value given to [New] has them, and return
+// [ErrUnsupportedOperation] when it does not.
+type DynamoDBClient interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}
+
+// Client acquires, renews and releases locks in one DynamoDB table. It is
+// safe for concurrent use. Create it with [New] and end it with
+// [Client.Close], which releases every lock it holds.
+type Client struct {
+	db        DynamoDBClient
+	tableName string
+
+	partitionKeyName             string
+	sortKeyName                  string
+	sortKey                      *string
+	ownerName                    string
+	leaseDuration                time.Duration
+	heartbeatPeriod              time.Duration
+	heartbeatConcurrency         int
+	holdLockOnServiceUnavailable bool
+	clockSkewBound               time.Duration
+	ttlAttribute                 string
+	logger                       *slog.Logger
+	metrics                      *clientMetrics
+	meterProvider                metric.MeterProvider
+	schema                       schema
+
+	locks        sync.Map // registry key → *Lock, the locks this client holds
+	observations observations
+	sched        *scheduler
+
+	mu        sync.RWMutex // guards closed against registering new locks during Close
+	closed    bool
+	closing   chan struct{} // closed when Close starts: wakes waiting acquisitions
+	closeOnce sync.Once
+}
+
+var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+
+// New returns a client for the lock table tableName. It validates every
+// option and returns an *[InvalidArgumentError] for a bad one; it makes no
+// DynamoDB call. Unless heartbeats are disabled, it starts one background
+// goroutine that renews held locks; [Client.Close] stops it.
+func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, error) {
+	c := &Client{
+		db:                   db,
+		tableName:            tableName,
+		partitionKeyName:     DefaultPartitionKeyName,
+		leaseDuration:        DefaultLeaseDuration,
+		heartbeatPeriod:      DefaultHeartbeatPeriod,
+		heartbeatConcurrency: DefaultHeartbeatConcurrency,
+		closing:              make(chan struct{}),
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(c)
+		}
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if c.ownerName == "" {
+		c.ownerName = defaultOwnerName()
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	c.metrics = newClientMetrics(nil)
+	if c.meterProvider != nil {
+		inst, err := newOtelInstruments(c, c.meterProvider)
+		if err != nil {
+			return nil, fmt.Errorf("dynamolock: WithMeterProvider: %w", err)
+		}
+		c.metrics.otel = inst
+	}
+	c.schema = schema{partitionKeyName: c.partitionKeyName, sortKeyName: c.sortKeyName, ttlAttribute: c.ttlAttribute}
+	c.observations.m = make(map[string]observation)
+	c.sched = newScheduler(c)
+	return c, nil
+}
+
+func (c *Client) validate() error {
+	switch {
+	case c.db == nil:
+		return invalid("DynamoDBClient", nil, "must not be nil")
+	case !tableNamePattern.MatchString(c.tableName):
+		return invalid("table name", c.tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
+	case c.partitionKeyName == "":
+		return invalid("WithPartitionKeyName", c.partitionKeyName, "must not be empty")
+	case c.sortKey != nil && c.sortKeyName == "":
+		return invalid("WithSortKey name", c.sortKeyName, "must not be empty")
+	case c.sortKey != nil && c.sortKeyName == c.partitionKeyName:
+		return invalid("WithSortKey name", c.sortKeyName, "must differ from the partition key name")
+	case c.sortKey != nil && (*c.sortKey == "" || len(*c.sortKey) > maxSortKeyBytes):
+		return invalid("WithSortKey value", *c.sortKey, "must be 1 to %d bytes", maxSortKeyBytes)
+	case c.leaseDuration <= 0:
+		return invalid("WithLeaseDuration", c.leaseDuration, "must be positive")
+	case c.heartbeatPeriod < 0:
+		return invalid("WithHeartbeatPeriod", c.heartbeatPeriod, "must not be negative (0 disables heartbeats)")
+	case c.heartbeatPeriod > 0 && c.leaseDuration < 2*c.heartbeatPeriod:
+		return invalid("WithLeaseDuration", c.leaseDuration,
+			"must be at least twice the heartbeat period %s, or locks may expire while a heartbeat is late", c.heartbeatPeriod)
+	case c.heartbeatConcurrency < 1 || c.heartbeatConcurrency > 1024:
+		return invalid("WithHeartbeatConcurrency", c.heartbeatConcurrency, "must be between 1 and 1024")
+	case c.clockSkewBound < 0:
+		return invalid("WithClockSkewBound", c.clockSkewBound, "must not be negative")
+	}
+	if c.ttlAttribute != "" {
+		for _, name := range []string{c.partitionKeyName, c.sortKeyName, attrOwnerName, attrLeaseDuration,
+			attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt} {
+			if c.ttlAttribute == name {
+				return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
+			}
+		}
+	}
+	return nil
+}
+
+func defaultOwnerName() string {
+	host, _ := os.Hostname()
+	return host + uuid.Must(uuid.NewV4()).String()
+}
+
+func newRVN() string { return uuid.Must(uuid.NewV4()).String() }
+
+// OwnerName returns the owner name this client writes into its locks.
+func (c *Client) OwnerName() string { return c.ownerName }
+
+// registryKey identifies a lock in this client. Length-prefixing the
+// partition key keeps ("a", "bc") and ("ab", "c") apart.
+func (c *Client) registryKey(key string) string {
+	sk := ""
+	if c.sortKey != nil {
+		sk = *c.sortKey
+	}
+	return strconv.Itoa(len(key)) + ":" + key + sk
+}
+
+func (c *Client) itemKey(key string) map[string]types.AttributeValue {
+	k := map[string]types.AttributeValue{c.partitionKeyName: attrS(key)}
+	if c.sortKey != nil {
+		k[c.sortKeyName] = attrS(*c.sortKey)
+	}
+	return k
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.closed
+}
+
+func validateKey(key string) error {
+	if key == "" {
+		return invalid("key", key, "must not be empty")
+	}
+	if len(key) > maxPartitionKeyBytes {
+		return invalid("key", key, "is %d bytes, longer than DynamoDB's %d-byte limit for a partition key", len(key), maxPartitionKeyBytes)
+	}
+	return nil
+}
+
+// heldLock returns the lock this client holds for regKey, if any.
+func (c *Client) heldLock(regKey string) *Lock {
+	v, ok := c.locks.Load(regKey)
+	if !ok {
+		return nil
+	}
+	return v.(*Lock)
+}
+
+// register records a newly acquired lock and schedules its heartbeats. If
+// the client was closed meanwhile, the lock is released and ErrClientClosed
+// returned, so that no lock outlives Close.
+func (c *Client) register(ctx context.Context, l *Lock) error {
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		_, _ = c.releaseLock(context.WithoutCancel(ctx), l, &releaseLockOptions{})
+		return ErrClientClosed
+	}
+	c.locks.Store(l.regKey, l)
+	c.sched.notify(l)
+	c.mu.RUnlock()
+	return nil
+}
+
+// Get returns the lock for key, as GetWithContext does with
+// context.Background().
+func (c *Client) Get(key string) (*Lock, error) {
+	return c.GetWithContext(context.Background(), key)
+}
+
+// GetWithContext returns the lock this client holds for key, or else a
+// read-only view of the stored item read with one consistent GetItem. When
+// no item exists it returns an empty read-only lock (IsExpired is true,
+// OwnerName is "") and a nil error, as dynamolock v2 does.
+func (c *Client) GetWithContext(ctx context.Context, key string) (*Lock, error) {
+	if c.isClosed() {
+		return nil, ErrClientClosed
+	}
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	if l := c.heldLock(c.registryKey(key)); l != nil {
+		return l, nil
+	}
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(c.tableName),
+		Key:            c.itemKey(key),
+		ConsistentRead: aws.Bool(true),
+	})
+	c.metrics.call(ctx, "GetItem")
+	if err != nil {
+		return nil, fmt.Errorf("dynamolock: get %q: %w", key, err)
+	}
+	return c.readOnlyLock(key, out.Item, time.Now())
+}
+
+func (c *Client) readOnlyLock(key string, item map[string]types.AttributeValue, readAt time.Time) (*Lock, error) {
+	if len(item) == 0 {
+		return newLockFromRecord(c, key, &lockRecord{}, time.Time{}, stateReadOnly), nil
+	}
+	rec, err := c.schema.decodeItem(item)
+	if err != nil {
+		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
+	}
+	return newLockFromRecord(c, key, rec, readAt, stateReadOnly), nil
+}
+
+// Close releases every held lock, as CloseWithContext does with
+// context.Background().
+func (c *Client) Close() error {
+	return c.CloseWithContext(context.Background())
+}
+
+// CloseWithContext releases every lock this client holds (going on past
+// individual failures and returning them joined), stops the heartbeat
+// scheduler, and waits for every goroutine the client started, including
+// running session-monitor callbacks, until ctx ends. A lock whose release
+// failed is marked lost (cause [ErrClientClosed]) and expires in DynamoDB
+// after its lease. Later calls of any method return [ErrClientClosed].
+func (c *Client) CloseWithContext(ctx context.Context) error {
+	err := ErrClientClosed
+	c.closeOnce.Do(func() { err = c.close(ctx) })
+	return err
+}
+
+func (c *Client) close(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	close(c.closing)
+
+	var held []*Lock
+	c.locks.Range(func(_, v any) bool {
+		held = append(held, v.(*Lock))
+		return true
+	})
+	errs := make([]error, len(held))
+	sem := make(chan struct{}, c.heartbeatConcurrency)
+	var wg sync.WaitGroup
+	for i, l := range held {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := c.releaseLock(ctx, l, &releaseLockOptions{}); err != nil &&
+				!errors.Is(err, ErrLockAlreadyReleased) && !errors.Is(err, ErrLockLost) {
+				errs[i] = fmt.Errorf("dynamolock: close: release %q: %w", l.partitionKey, l.lose(ErrClientClosed, err))
+			}
+		})
+	}
+	wg.Wait()
+	errs = append(errs, c.sched.stop(ctx))
+	return errors.Join(errs...)
+}
+
+// observations remembers, per key, the record version number this client
+// last saw in another owner's item and when it first saw it. It lets
+// FailIfLocked take over a dead owner's lock across calls. Bounded: when
+// full, an arbitrary entry is dropped (it only delays a takeover).
+type observations struct {
+	mu sync.Mutex
+	m  map[string]observation
+}
+
+type observation struct {
+	rvn  string
+	seen time.Time
+}
+
+const maxObservations = 10000
+
+// observe records that key carried rvn at now and returns when this client
+// first saw that rvn on key.
+func (o *observations) observe(key, rvn string, now time.Time) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ob, ok := o.m[key]; ok && ob.rvn == rvn {
+		return ob.seen
+	}
+	if len(o.m) >= maxObservations {
+		for k := range o.m {
+			delete(o.m, k)
+			break
+		}
+	}
+	o.m[key] = observation{rvn: rvn, seen: now}
+	return now
+}
+
+func (o *observations) forget(key string) {
+	o.mu.Lock()
+	delete(o.m, key)
+	o.mu.Unlock()
+}

@@ -1,0 +1,50 @@
+// Package dynamolock implements distributed locks on Amazon DynamoDB: a Go
+// port of Amazon's dynamodb-lock-client with the API of dynamolock v2.
+//
+// A [Client] acquires a lock by writing an item keyed by the lock's name
+// into a DynamoDB table with a conditional write, renews it with background
+// heartbeats, and releases it with another conditional write. Acquiring a
+// free lock costs one DynamoDB call; so do a heartbeat and a release.
+//
+// # What a lock guarantees
+//
+// A lock is a lease. While the holder renews it at least once per lease
+// duration, no other client of this package (nor Amazon's Java client or
+// dynamolock v2, which use the same item format) can acquire it. When the
+// holder stops renewing it (it crashed, or lost its network), another client
+// may take it over once it has seen the item unchanged for a full lease.
+//
+// That judgement needs no synchronised clocks: a contender measures the
+// lease on its own monotonic clock from the moment it first saw the item's
+// record version number, and the holder counts its lease from the moment it
+// sent the write that set that number. Both see the holder's lease end no
+// later than the contender may take over, as long as the two clocks run at
+// about the same rate over one lease.
+//
+// # What it does not guarantee
+//
+// A lease cannot stop a holder from acting after it has lost the lock. A
+// process paused for longer than its lease (a long garbage collection, a
+// frozen virtual machine, a laptop lid) wakes up still believing it holds
+// the lock, while another host already does. Heartbeats cannot help: the
+// paused process sends none. So:
+//
+//   - Watch [Lock.Done] (or use [Client.Do], whose context is cancelled on
+//     loss) and stop work when it closes. This narrows the window; it does
+//     not close it.
+//   - Pass [Lock.FencingToken] to every store you write to, and have the
+//     store reject tokens lower than the highest it has seen.
+//   - For data in DynamoDB, put [Lock.TransactionCondition] in the same
+//     TransactWriteItems call as your writes: the transaction fails if the
+//     lock changed hands.
+//
+// Only the fencing token and guarded writes give correctness; the lease
+// alone gives efficiency (work is rarely done twice).
+//
+// # Costs
+//
+// Acquiring a free or released lock: one UpdateItem. Waiting for a held
+// lock: one consistent GetItem per refresh period. A heartbeat: one
+// UpdateItem per lock per heartbeat period. A release: one UpdateItem (or
+// DeleteItem). Reading a lock not held by this client: one GetItem.
+package dynamolock

@@ -1,0 +1,179 @@
+package dynamolock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Compare with [errors.Is]: most errors returned by this
+// package wrap one of these with more context.
+var (
+	// ErrClientClosed is returned by every method of a [Client] after Close.
+	ErrClientClosed = errors.New("dynamolock: client already closed")
+
+	// ErrLockAlreadyReleased is returned when an operation needs a held lock
+	// but the lock was already released by this process.
+	ErrLockAlreadyReleased = errors.New("dynamolock: lock is already released")
+
+	// ErrCannotReleaseNullLock is returned when releasing a nil *Lock.
+	ErrCannotReleaseNullLock = errors.New("dynamolock: cannot release null lock item")
+
+	// ErrOwnerMismatched is returned when a client tries to release or
+	// heartbeat a lock that another owner name holds.
+	ErrOwnerMismatched = errors.New("dynamolock: lock owner mismatched")
+
+	// ErrSessionMonitorNotSet is returned by [Lock.IsAlmostExpired] when the
+	// lock was acquired without [WithSessionMonitor].
+	ErrSessionMonitorNotSet = errors.New("dynamolock: session monitor is not set")
+
+	// ErrReadOnlyLockHeartbeat is returned when sending a heartbeat for a
+	// lock obtained with [Client.Get] that this client does not hold.
+	ErrReadOnlyLockHeartbeat = errors.New("dynamolock: cannot send heartbeats to a read-only lock")
+
+	// ErrLockLost is matched by every error that reports the loss of a held
+	// lock: the lock was taken over or deleted by someone else
+	// ([ErrLockTakenOver]), or its lease ran out before a heartbeat could
+	// renew it ([ErrLeaseExpired]).
+	ErrLockLost = errors.New("dynamolock: lock lost")
+
+	// ErrLockTakenOver is the cause of a loss when DynamoDB rejected this
+	// owner's write because the item now has another owner or record
+	// version number, or was deleted.
+	ErrLockTakenOver = errors.New("taken by another owner or deleted")
+
+	// ErrLeaseExpired is the cause of a loss when no heartbeat succeeded
+	// before the lease ran out (DynamoDB was unreachable, throttling, or the
+	// process was paused).
+	ErrLeaseExpired = errors.New("could not reach DynamoDB before the lease ran out")
+
+	// ErrLockNotHeld is returned by [Lock.Err] for a read-only view of a
+	// lock (from [Client.Get]) or a nil lock: this client does not hold it.
+	ErrLockNotHeld = errors.New("dynamolock: lock not held by this client")
+
+	// ErrTableNotFound is returned by [Client.AssertTableExists] when the
+	// lock table does not exist.
+	ErrTableNotFound = errors.New("dynamolock: table not found")
+
+	// ErrInvalidArgument is matched by every *[InvalidArgumentError].
+	ErrInvalidArgument = errors.New("dynamolock: invalid argument")
+
+	// ErrUnsupportedOperation is returned when a feature needs a DynamoDB API
+	// method that the [DynamoDBClient] given to [New] does not implement.
+	ErrUnsupportedOperation = errors.New("dynamolock: operation not supported by the DynamoDB client")
+)
+
+// InvalidArgumentError reports bad input, detected before any DynamoDB call.
+// It matches [ErrInvalidArgument] with [errors.Is].
+type InvalidArgumentError struct {
+	Name   string // the option or argument, e.g. "WithLeaseDuration"
+	Value  any    // the rejected value
+	Reason string // why it was rejected
+}
+
+func (e *InvalidArgumentError) Error() string {
+	return fmt.Sprintf("dynamolock: invalid %s %s: %s", e.Name, formatValue(e.Value), e.Reason)
+}
+
+// Is reports whether target is [ErrInvalidArgument].
+func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+
+func formatValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		if len(v) > 64 {
+			return fmt.Sprintf("%q… (%d bytes)", v[:64], len(v))
+		}
+		return fmt.Sprintf("%q", v)
+	case nil:
+		return "<nil>"
+	default:
+		return fmt.Sprintf("%v", v)
+	}
+}
+
+func invalid(name string, value any, format string, args ...any) error {
+	return &InvalidArgumentError{Name: name, Value: value, Reason: fmt.Sprintf(format, args...)}
+}
+
+// LockNotGrantedError is returned when a lock could not be acquired. It wraps
+// the cause: a *[TimeoutError] when the wait ran out, the context's error when
+// the context ended, a *[LockHeldError] when [FailIfLocked] found a live
+// owner, or the DynamoDB error.
+type LockNotGrantedError struct {
+	msg   string
+	cause error
+}
+
+func (e *LockNotGrantedError) Error() string {
+	if e.cause == nil {
+		return "dynamolock: lock not granted: " + e.msg
+	}
+	return "dynamolock: lock not granted: " + e.msg + ": " + e.cause.Error()
+}
+
+// Unwrap returns the cause.
+func (e *LockNotGrantedError) Unwrap() error { return e.cause }
+
+func notGranted(cause error, format string, args ...any) error {
+	return &LockNotGrantedError{msg: fmt.Sprintf(format, args...), cause: cause}
+}
+
+// TimeoutError is the cause of a [LockNotGrantedError] when the lock stayed
+// held by a live owner for the whole wait.
+type TimeoutError struct {
+	Age time.Duration // how long the acquisition waited
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("gave up after waiting %s", e.Age)
+}
+
+// LockHeldError tells who holds a lock that could not be acquired.
+type LockHeldError struct {
+	Key           string
+	Owner         string
+	LeaseDuration time.Duration
+}
+
+func (e *LockHeldError) Error() string {
+	return fmt.Sprintf("key %q is held by owner %q (lease %s)", e.Key, e.Owner, e.LeaseDuration)
+}
+
+// LockLostError reports that a held lock was lost. It matches [ErrLockLost]
+// and its Cause ([ErrLockTakenOver] or [ErrLeaseExpired]) with [errors.Is].
+type LockLostError struct {
+	Key   string
+	Owner string
+	Cause error // ErrLockTakenOver or ErrLeaseExpired
+	Err   error // the DynamoDB error that revealed it, if any
+}
+
+func (e *LockLostError) Error() string {
+	s := fmt.Sprintf("dynamolock: lock lost: key %q of owner %q: %v", e.Key, e.Owner, e.Cause)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrLockLost, the cause and the underlying error.
+func (e *LockLostError) Unwrap() []error {
+	errs := []error{ErrLockLost, e.Cause}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
+
+// ItemFormatError reports a lock item that this client cannot interpret
+// (missing owner, wrong attribute types, unparseable lease). Such an item is
+// never treated as free.
+type ItemFormatError struct {
+	Attribute string
+	Reason    string
+}
+
+func (e *ItemFormatError) Error() string {
+	return fmt.Sprintf("dynamolock: malformed lock item: attribute %q: %s", e.Attribute, e.Reason)
+}

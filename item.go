@@ -1,0 +1,249 @@
+package dynamolock
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attribute names of a lock item. The first six are shared with Amazon's
+// Java client and dynamolock v2; fencingToken and leaseExpiresAt are ours.
+const (
+	attrOwnerName      = "ownerName"
+	attrLeaseDuration  = "leaseDuration"
+	attrRVN            = "recordVersionNumber"
+	attrData           = "data"
+	attrIsReleased     = "isReleased"
+	attrFencingToken   = "fencingToken"
+	attrLeaseExpiresAt = "leaseExpiresAt" // epoch milliseconds, with WithClockSkewBound
+)
+
+// Limits DynamoDB enforces; checked locally so that bad input fails before
+// any call.
+const (
+	maxPartitionKeyBytes = 2048
+	maxSortKeyBytes      = 1024
+	maxItemBytes         = 400 * 1024
+)
+
+// lockRecord is a decoded lock item.
+type lockRecord struct {
+	owner          string
+	lease          time.Duration
+	rvn            string
+	data           []byte
+	released       bool
+	fencingToken   uint64
+	leaseExpiresAt int64 // epoch ms; 0 when absent
+	additional     map[string]types.AttributeValue
+}
+
+// schema names the attributes of one client's items.
+type schema struct {
+	partitionKeyName string
+	sortKeyName      string // "" when the table has no sort key
+	ttlAttribute     string // "" when not configured
+}
+
+func (s schema) reserved(name string) bool {
+	switch name {
+	case s.partitionKeyName, attrOwnerName, attrLeaseDuration, attrRVN, attrData,
+		attrIsReleased, attrFencingToken, attrLeaseExpiresAt:
+		return true
+	}
+	return name != "" && (name == s.sortKeyName || name == s.ttlAttribute)
+}
+
+// decodeItem reads a lock item as written by this client, Amazon's Java
+// client or dynamolock v2. It never panics: anything it cannot interpret is
+// an *ItemFormatError.
+func (s schema) decodeItem(item map[string]types.AttributeValue) (*lockRecord, error) {
+	r := &lockRecord{}
+	var err error
+	if r.owner, err = stringAttr(item, attrOwnerName); err != nil {
+		return nil, err
+	}
+	if r.rvn, err = stringAttr(item, attrRVN); err != nil {
+		return nil, err
+	}
+	lease, err := stringAttr(item, attrLeaseDuration)
+	if err != nil {
+		return nil, err
+	}
+	if r.lease, err = parseLease(lease); err != nil {
+		return nil, err
+	}
+	_, r.released = item[attrIsReleased]
+	if v, ok := item[attrData]; ok {
+		b, ok := v.(*types.AttributeValueMemberB)
+		if !ok {
+			return nil, &ItemFormatError{Attribute: attrData, Reason: "not of type B"}
+		}
+		r.data = b.Value
+	}
+	if r.fencingToken, err = uintAttr(item, attrFencingToken); err != nil {
+		return nil, err
+	}
+	exp, err := uintAttr(item, attrLeaseExpiresAt)
+	if err != nil {
+		return nil, err
+	}
+	r.leaseExpiresAt = int64(min(exp, math.MaxInt64))
+	for name, v := range item {
+		if !s.reserved(name) {
+			if r.additional == nil {
+				r.additional = make(map[string]types.AttributeValue)
+			}
+			r.additional[name] = v
+		}
+	}
+	return r, nil
+}
+
+func stringAttr(item map[string]types.AttributeValue, name string) (string, error) {
+	v, ok := item[name]
+	if !ok {
+		return "", &ItemFormatError{Attribute: name, Reason: "missing"}
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		return "", &ItemFormatError{Attribute: name, Reason: "not of type S"}
+	}
+	if s.Value == "" {
+		return "", &ItemFormatError{Attribute: name, Reason: "empty"}
+	}
+	return s.Value, nil
+}
+
+// uintAttr reads an optional non-negative N attribute; absent is 0.
+func uintAttr(item map[string]types.AttributeValue, name string) (uint64, error) {
+	v, ok := item[name]
+	if !ok {
+		return 0, nil
+	}
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, &ItemFormatError{Attribute: name, Reason: "not of type N"}
+	}
+	u, err := strconv.ParseUint(n.Value, 10, 64)
+	if err != nil {
+		return 0, &ItemFormatError{Attribute: name, Reason: "not a non-negative integer: " + strconv.Quote(n.Value)}
+	}
+	return u, nil
+}
+
+// parseLease reads a lease written as a Go duration ("20s", dynamolock v2
+// and this client) or as decimal milliseconds ("20000", Amazon's Java client).
+func parseLease(s string) (time.Duration, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+			return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "milliseconds out of range: " + s}
+		}
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "neither a Go duration nor milliseconds: " + strconv.Quote(s)}
+	}
+	return d, nil
+}
+
+func formatLease(d time.Duration) string { return d.String() }
+
+// itemSize estimates the stored size of an item the way DynamoDB counts it
+// (attribute name bytes plus value bytes), rounding numbers up.
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return numberSize(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range v.Value {
+			n += len(b)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += numberSize(s)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	}
+	return 0
+}
+
+func numberSize(s string) int {
+	digits := len(strings.TrimLeft(strings.TrimLeft(s, "-"), "0."))
+	return (digits+1)/2 + 1
+}
+
+func attrS(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
+
+func attrN(n uint64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatUint(n, 10)}
+}
+
+// exprNames and exprValues grow expression placeholders without repeating
+// the bookkeeping at every call site.
+type exprBuilder struct {
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+func newExprBuilder() *exprBuilder {
+	return &exprBuilder{names: make(map[string]string, 8), values: make(map[string]types.AttributeValue, 8)}
+}
+
+// name returns the placeholder for attribute name under alias (e.g. "#o").
+func (b *exprBuilder) name(alias, attr string) string {
+	b.names[alias] = attr
+	return alias
+}
+
+// value returns the placeholder alias bound to v (e.g. ":o").
+func (b *exprBuilder) value(alias string, v types.AttributeValue) string {
+	b.values[alias] = v
+	return alias
+}
+
+func (b *exprBuilder) valuesOrNil() map[string]types.AttributeValue {
+	if len(b.values) == 0 {
+		return nil
+	}
+	return b.values
+}

@@ -1,0 +1,106 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a snapshot of a client's counters since [New].
+type Stats struct {
+	HeldLocks        int    // locks held now
+	HeartbeatBacklog int    // locks due for a heartbeat that wait for a free slot
+	HeartbeatsSent   uint64 // heartbeat writes that succeeded
+	HeartbeatErrors  uint64 // heartbeat writes that failed without losing the lock
+	LateHeartbeats   uint64 // heartbeats started more than one period after they were due
+	LocksLost        uint64 // locks lost for any reason
+	DynamoDBCalls    uint64 // calls made to DynamoDB
+}
+
+// Stats returns the client's counters. It makes no DynamoDB call.
+func (c *Client) Stats() Stats {
+	m := c.metrics
+	held := 0
+	c.locks.Range(func(_, _ any) bool {
+		held++
+		return true
+	})
+	return Stats{
+		HeldLocks:        held,
+		HeartbeatBacklog: int(m.backlog.Load()),
+		HeartbeatsSent:   m.beatsOK.Load(),
+		HeartbeatErrors:  m.beatsErr.Load(),
+		LateHeartbeats:   m.late.Load(),
+		LocksLost:        m.lostN.Load(),
+		DynamoDBCalls:    m.calls.Load(),
+	}
+}
+
+// clientMetrics counts what the client does; the counters feed Stats and
+// the OpenTelemetry instruments, when a meter provider is configured.
+type clientMetrics struct {
+	otel *otelInstruments // nil: counters only
+
+	calls    atomic.Uint64
+	beatsOK  atomic.Uint64
+	beatsErr atomic.Uint64
+	late     atomic.Uint64
+	lostN    atomic.Uint64
+	backlog  atomic.Int64
+}
+
+func newClientMetrics(o *otelInstruments) *clientMetrics { return &clientMetrics{otel: o} }
+
+func (m *clientMetrics) call(ctx context.Context, op string) {
+	m.calls.Add(1)
+	if m.otel != nil {
+		m.otel.call(ctx, op)
+	}
+}
+
+func (m *clientMetrics) acquired(ctx context.Context, err error, waited time.Duration) {
+	if m.otel == nil {
+		return
+	}
+	outcome := "acquired"
+	var lng *LockNotGrantedError
+	var te *TimeoutError
+	var inv *InvalidArgumentError
+	switch {
+	case err == nil:
+	case errors.As(err, &inv):
+		outcome = "invalid"
+	case errors.As(err, &te):
+		outcome = "timeout"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		outcome = "cancelled"
+	case errors.As(err, &lng):
+		outcome = "not_granted"
+	default:
+		outcome = "error"
+	}
+	m.otel.acquired(ctx, outcome, waited)
+}
+
+func (m *clientMetrics) heartbeat(ctx context.Context, outcome string) {
+	switch outcome {
+	case "ok":
+		m.beatsOK.Add(1)
+	case "error":
+		m.beatsErr.Add(1)
+	}
+	if m.otel != nil {
+		m.otel.heartbeat(ctx, outcome)
+	}
+}
+
+func (m *clientMetrics) lost(cause error) {
+	m.lostN.Add(1)
+	if m.otel != nil {
+		m.otel.lost(cause)
+	}
+}
+
+func (m *clientMetrics) lateBeat()        { m.late.Add(1) }
+func (m *clientMetrics) setBacklog(n int) { m.backlog.Store(int64(n)) }

@@ -1,0 +1,321 @@
+package dynamolock
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Defaults, the same as dynamolock v2's.
+const (
+	// DefaultPartitionKeyName is the partition key attribute of the lock table.
+	DefaultPartitionKeyName = "key"
+	// DefaultLeaseDuration is how long a lock stays valid without a heartbeat.
+	DefaultLeaseDuration = 20 * time.Second
+	// DefaultHeartbeatPeriod is how often held locks are renewed.
+	DefaultHeartbeatPeriod = 5 * time.Second
+	// DefaultRefreshPeriod is how often a waiting acquisition polls the item.
+	DefaultRefreshPeriod = time.Second
+	// DefaultAdditionalTimeToWaitForLock is added to the holder's lease to
+	// bound how long an acquisition waits.
+	DefaultAdditionalTimeToWaitForLock = time.Second
+	// DefaultHeartbeatConcurrency bounds the heartbeats one client sends at
+	// once; see [WithHeartbeatConcurrency].
+	DefaultHeartbeatConcurrency = 32
+)
+
+// ClientOption configures a [Client] in [New].
+type ClientOption func(*Client)
+
+// WithPartitionKeyName sets the name of the table's partition key attribute.
+// Default: [DefaultPartitionKeyName] ("key"). Must not be empty.
+func WithPartitionKeyName(s string) ClientOption {
+	return func(c *Client) { c.partitionKeyName = s }
+}
+
+// WithSortKey makes every lock of this client live under sort key value
+// value, in the sort key attribute name. Use it with tables created with
+// [WithSortKeyName]. Two clients with different values lock independently.
+// Default: no sort key. Neither may be empty; the value is at most 1024 bytes.
+func WithSortKey(name, value string) ClientOption {
+	return func(c *Client) {
+		c.sortKeyName = name
+		c.sortKey = &value
+	}
+}
+
+// WithOwnerName sets the owner name written into every lock this client
+// acquires. Two clients must never share an owner name unless they are
+// meant to share locks. Default: the host name followed by a random UUID.
+func WithOwnerName(s string) ClientOption {
+	return func(c *Client) { c.ownerName = s }
+}
+
+// WithLeaseDuration sets how long a lock stays valid after its last
+// heartbeat. Default: [DefaultLeaseDuration] (20s). It must be at least
+// twice the heartbeat period.
+func WithLeaseDuration(d time.Duration) ClientOption {
+	return func(c *Client) { c.leaseDuration = d }
+}
+
+// WithHeartbeatPeriod sets how often the client renews every lock it holds.
+// Default: [DefaultHeartbeatPeriod] (5s). Zero disables background heartbeats
+// (see [DisableHeartbeat]); otherwise it must be positive and at most half
+// the lease duration.
+func WithHeartbeatPeriod(d time.Duration) ClientOption {
+	return func(c *Client) { c.heartbeatPeriod = d }
+}
+
+// DisableHeartbeat turns background heartbeats off: locks must be renewed
+// with [Client.SendHeartbeat] or they are lost when their lease runs out.
+func DisableHeartbeat() ClientOption {
+	return WithHeartbeatPeriod(0)
+}
+
+// WithHeartbeatConcurrency bounds how many heartbeats the client sends at
+// once. Beats that cannot start at once wait in order of the end of their
+// lease (earliest first). Default: [DefaultHeartbeatConcurrency] (32); valid
+// range 1 to 1024.
+func WithHeartbeatConcurrency(n int) ClientOption {
+	return func(c *Client) { c.heartbeatConcurrency = n }
+}
+
+// WithHoldLockOnServiceUnavailable makes heartbeats that fail with HTTP 503
+// (service unavailable) keep the lease locally, as Amazon's Java client's
+// option of the same name does: the lock stays "held" past its lease while
+// DynamoDB is unavailable.
+//
+// This is unsafe: other clients cannot know the holder's DynamoDB is
+// unavailable, so once the lease has run out they may take the lock while
+// this process still believes it holds it. Use it only when an outage of
+// DynamoDB must not stop the holder and fencing tokens or guarded writes
+// protect the data. Default: off.
+func WithHoldLockOnServiceUnavailable() ClientOption {
+	return func(c *Client) { c.holdLockOnServiceUnavailable = true }
+}
+
+// WithLogger logs through a v2-style [Logger] (Println). Default: silent.
+func WithLogger(l Logger) ClientOption {
+	return func(c *Client) {
+		if l != nil {
+			c.logger = slog.New(&printlnHandler{println: func(_ any, s string) { l.Println(s) }})
+		}
+	}
+}
+
+// WithContextLogger logs through a v2-style [ContextLogger]. Default: silent.
+func WithContextLogger(l ContextLogger) ClientOption {
+	return func(c *Client) {
+		if l != nil {
+			c.logger = slog.New(&printlnHandler{ctxPrintln: l.Println})
+		}
+	}
+}
+
+// WithSlog logs structured records to l, with the stable keys "key",
+// "sortKey", "owner", "rvn", "fencingToken" and "err". Default: silent.
+func WithSlog(l *slog.Logger) ClientOption {
+	return func(c *Client) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// AcquireLockOption configures one acquisition.
+type AcquireLockOption func(*acquireLockOptions)
+
+type acquireLockOptions struct {
+	data                   []byte
+	replaceData            bool
+	failIfLocked           bool
+	deleteLockOnRelease    bool
+	refreshPeriod          time.Duration
+	additionalTimeToWait   time.Duration
+	additionalAttributes   map[string]types.AttributeValue
+	sessionMonitor         *sessionMonitor
+	onlyIfLockAlreadyExist bool
+	reentrant              bool
+}
+
+// WithData stores data in the lock item. Unless [ReplaceData] is also given,
+// data already stored in the item (for example left by [WithDataAfterRelease])
+// is kept, and data is written only when the item has none.
+func WithData(data []byte) AcquireLockOption {
+	return func(o *acquireLockOptions) { o.data = data }
+}
+
+// ReplaceData makes the acquisition overwrite any data already stored in the
+// item with the data of [WithData] (none: the data is removed).
+func ReplaceData() AcquireLockOption {
+	return func(o *acquireLockOptions) { o.replaceData = true }
+}
+
+// FailIfLocked makes the acquisition return at once with a
+// *[LockNotGrantedError] when a live owner holds the lock, instead of
+// waiting. A lock whose record version number this client has itself seen
+// unchanged for a full lease is still taken over.
+func FailIfLocked() AcquireLockOption {
+	return func(o *acquireLockOptions) { o.failIfLocked = true }
+}
+
+// WithDeleteLockOnRelease makes the release of this lock delete the item
+// instead of marking it released. Default: the item is kept, so its fencing
+// token keeps increasing across acquisitions.
+func WithDeleteLockOnRelease() AcquireLockOption {
+	return func(o *acquireLockOptions) { o.deleteLockOnRelease = true }
+}
+
+// WithRefreshPeriod sets how often a waiting acquisition polls the item.
+// Default: [DefaultRefreshPeriod] (1s); must be positive. A small random
+// jitter is added to each wait.
+func WithRefreshPeriod(d time.Duration) AcquireLockOption {
+	return func(o *acquireLockOptions) { o.refreshPeriod = d }
+}
+
+// WithAdditionalTimeToWaitForLock sets how long, beyond the holder's lease,
+// an acquisition waits before giving up with a *[TimeoutError].
+// Default: [DefaultAdditionalTimeToWaitForLock] (1s); must not be negative.
+func WithAdditionalTimeToWaitForLock(d time.Duration) AcquireLockOption {
+	return func(o *acquireLockOptions) { o.additionalTimeToWait = d }
+}
+
+// WithAdditionalAttributes stores extra attributes in the lock item, merged
+// with those already there. Names used by the lock itself (partition and sort
+// key, ownerName, leaseDuration, recordVersionNumber, data, isReleased,
+// fencingToken and the expiry and TTL attributes) are rejected.
+func WithAdditionalAttributes(attr map[string]types.AttributeValue) AcquireLockOption {
+	return func(o *acquireLockOptions) { o.additionalAttributes = attr }
+}
+
+// WithAcquireOnlyIfLockAlreadyExists makes the acquisition fail with a
+// *[LockNotGrantedError] when no item exists for the key, instead of
+// creating one (Amazon's Java client's acquireOnlyIfLockAlreadyExists).
+func WithAcquireOnlyIfLockAlreadyExists() AcquireLockOption {
+	return func(o *acquireLockOptions) { o.onlyIfLockAlreadyExist = true }
+}
+
+// WithReentrant makes an acquisition of a key that this client already
+// holds return the held *Lock at once, with no DynamoDB call; and one of a
+// key whose item already names this client's owner take it over at once.
+func WithReentrant() AcquireLockOption {
+	return func(o *acquireLockOptions) { o.reentrant = true }
+}
+
+// ReleaseLockOption configures a release.
+type ReleaseLockOption func(*releaseLockOptions)
+
+type releaseLockOptions struct {
+	deleteLock *bool
+	data       []byte
+	bestEffort bool
+}
+
+// WithDeleteLock overrides whether the release deletes the item (true) or
+// keeps it marked released (false). Default: as chosen at acquisition with
+// [WithDeleteLockOnRelease] (keep).
+func WithDeleteLock(deleteLock bool) ReleaseLockOption {
+	return func(o *releaseLockOptions) { o.deleteLock = &deleteLock }
+}
+
+// WithDataAfterRelease leaves data in the released item. It has no effect
+// when the release deletes the item.
+func WithDataAfterRelease(data []byte) ReleaseLockOption {
+	return func(o *releaseLockOptions) { o.data = data }
+}
+
+// WithBestEffort makes a release that fails for any reason other than the
+// lock no longer being ours (a network error, say) report success: the lock
+// is forgotten locally and will expire after its lease. The failure is
+// logged. Amazon's Java client's bestEffort.
+func WithBestEffort() ReleaseLockOption {
+	return func(o *releaseLockOptions) { o.bestEffort = true }
+}
+
+// SendHeartbeatOption configures a manual heartbeat.
+type SendHeartbeatOption func(*sendHeartbeatOptions)
+
+type sendHeartbeatOptions struct {
+	deleteData            bool
+	data                  []byte
+	retries               int
+	retryWait             time.Duration
+	matchOwnerOnly        bool
+	leaseDurationToEnsure time.Duration
+}
+
+// DeleteData removes the lock's data with this heartbeat.
+func DeleteData() SendHeartbeatOption {
+	return func(o *sendHeartbeatOptions) { o.deleteData = true }
+}
+
+// ReplaceHeartbeatData replaces the lock's data with this heartbeat.
+func ReplaceHeartbeatData(data []byte) SendHeartbeatOption {
+	return func(o *sendHeartbeatOptions) { o.data = data }
+}
+
+// HeartbeatRetries retries a heartbeat that failed for a reason other than
+// the lock being lost up to retries more times, waiting waitTime between
+// tries. Default: no retries (the SDK's own retries still apply).
+func HeartbeatRetries(retries int, waitTime time.Duration) SendHeartbeatOption {
+	return func(o *sendHeartbeatOptions) {
+		o.retries = retries
+		o.retryWait = waitTime
+	}
+}
+
+// UnsafeMatchOwnerOnly conditions the heartbeat on the owner name only, not
+// on the record version number. It renews the lock even when another client
+// with the same owner name took it over in between, which is unsafe unless
+// owner names are unique per process.
+func UnsafeMatchOwnerOnly() SendHeartbeatOption {
+	return func(o *sendHeartbeatOptions) { o.matchOwnerOnly = true }
+}
+
+// WithLeaseDurationToEnsure makes the heartbeat write d as the lock's lease
+// instead of the client's lease duration (Amazon's Java client's
+// SendHeartbeatOptions.leaseDurationToEnsure). Later background heartbeats
+// keep d.
+func WithLeaseDurationToEnsure(d time.Duration) SendHeartbeatOption {
+	return func(o *sendHeartbeatOptions) { o.leaseDurationToEnsure = d }
+}
+
+// CreateTableOption configures [Client.CreateTable].
+type CreateTableOption func(*createDynamoDBTableOptions)
+
+type createDynamoDBTableOptions struct {
+	billingMode           types.BillingMode
+	provisionedThroughput *types.ProvisionedThroughput
+	tableName             string
+	partitionKeyName      string
+	sortKeyName           string
+	tags                  []types.Tag
+	timeToLiveAttribute   string
+}
+
+// WithCustomPartitionKeyName sets the partition key attribute of the new
+// table. Default: the client's partition key name.
+func WithCustomPartitionKeyName(s string) CreateTableOption {
+	return func(o *createDynamoDBTableOptions) { o.partitionKeyName = s }
+}
+
+// WithSortKeyName gives the new table a sort key (type S) with this name.
+// Default: the client's sort key name if it has one, else none.
+func WithSortKeyName(s string) CreateTableOption {
+	return func(o *createDynamoDBTableOptions) { o.sortKeyName = s }
+}
+
+// WithTags tags the new table.
+func WithTags(tags []types.Tag) CreateTableOption {
+	return func(o *createDynamoDBTableOptions) { o.tags = tags }
+}
+
+// WithProvisionedThroughput creates the table with provisioned capacity.
+// Default: on-demand (PAY_PER_REQUEST) billing.
+func WithProvisionedThroughput(provisionedThroughput *types.ProvisionedThroughput) CreateTableOption {
+	return func(o *createDynamoDBTableOptions) {
+		o.billingMode = types.BillingModeProvisioned
+		o.provisionedThroughput = provisionedThroughput
+	}
+}

@@ -1,0 +1,97 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+const meterName = "github.com/arielsrv/dynamolock/v2"
+
+// WithMeterProvider records the client's metrics through OpenTelemetry:
+//
+//   - dynamolock.acquisitions (counter; attribute outcome: acquired,
+//     timeout, not_granted, cancelled, invalid, error)
+//   - dynamolock.acquire.duration (histogram, seconds, same outcome)
+//   - dynamolock.heartbeats (counter; outcome: ok, error, lost)
+//   - dynamolock.locks.held (gauge)
+//   - dynamolock.locks.lost (counter; cause: taken_over, lease_expired,
+//     client_closed)
+//   - dynamolock.dynamodb.calls (counter; operation)
+//
+// Default: no metrics (a no-op). [Client.Stats] works either way.
+func WithMeterProvider(mp metric.MeterProvider) ClientOption {
+	return func(c *Client) { c.meterProvider = mp }
+}
+
+type otelInstruments struct {
+	acquisitions metric.Int64Counter
+	acquireTime  metric.Float64Histogram
+	heartbeats   metric.Int64Counter
+	lostLocks    metric.Int64Counter
+	calls        metric.Int64Counter
+	held         metric.Int64ObservableGauge
+}
+
+func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, error) {
+	m := mp.Meter(meterName)
+	var o otelInstruments
+	var err, e error
+	o.acquisitions, e = m.Int64Counter("dynamolock.acquisitions", metric.WithDescription("Lock acquisitions by outcome."))
+	err = errors.Join(err, e)
+	o.acquireTime, e = m.Float64Histogram("dynamolock.acquire.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time an acquisition took, waiting included."))
+	err = errors.Join(err, e)
+	o.heartbeats, e = m.Int64Counter("dynamolock.heartbeats", metric.WithDescription("Heartbeat writes by outcome."))
+	err = errors.Join(err, e)
+	o.lostLocks, e = m.Int64Counter("dynamolock.locks.lost", metric.WithDescription("Held locks lost, by cause."))
+	err = errors.Join(err, e)
+	o.calls, e = m.Int64Counter("dynamolock.dynamodb.calls", metric.WithDescription("DynamoDB API calls, by operation."))
+	err = errors.Join(err, e)
+	o.held, e = m.Int64ObservableGauge("dynamolock.locks.held", metric.WithDescription("Locks held by the client."),
+		metric.WithInt64Callback(func(_ context.Context, obs metric.Int64Observer) error {
+			n := int64(0)
+			c.locks.Range(func(_, _ any) bool {
+				n++
+				return true
+			})
+			obs.Observe(n)
+			return nil
+		}))
+	err = errors.Join(err, e)
+	if err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+func outcomeAttr(s string) metric.MeasurementOption {
+	return metric.WithAttributes(attribute.String("outcome", s))
+}
+
+func (o *otelInstruments) call(ctx context.Context, op string) {
+	o.calls.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op)))
+}
+
+func (o *otelInstruments) acquired(ctx context.Context, outcome string, d time.Duration) {
+	o.acquisitions.Add(ctx, 1, outcomeAttr(outcome))
+	o.acquireTime.Record(ctx, d.Seconds(), outcomeAttr(outcome))
+}
+
+func (o *otelInstruments) heartbeat(ctx context.Context, outcome string) {
+	o.heartbeats.Add(ctx, 1, outcomeAttr(outcome))
+}
+
+func (o *otelInstruments) lost(cause error) {
+	name := "lease_expired"
+	switch {
+	case errors.Is(cause, ErrLockTakenOver):
+		name = "taken_over"
+	case errors.Is(cause, ErrClientClosed):
+		name = "client_closed"
+	}
+	o.lostLocks.Add(context.Background(), 1, metric.WithAttributes(attribute.String("cause", name)))
+}

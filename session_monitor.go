@@ -1,0 +1,84 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// sessionMonitor calls back once when a lock has gone safeTime without a
+// successful acquire or heartbeat (Amazon's Java client's meaning).
+type sessionMonitor struct {
+	safeTime time.Duration
+	callback func()
+	fired    bool // guarded by the lock's mu
+}
+
+// WithSessionMonitor watches the acquired lock: when safeTime has passed
+// since the last successful acquire or heartbeat, callback runs once, in its
+// own goroutine, so that the holder can stop work before the lease runs out.
+// safeTime must lie strictly between the heartbeat period and the lease
+// duration. callback may be nil (then only [Lock.IsAlmostExpired] reports
+// it). It does not run after the lock was released or lost.
+func WithSessionMonitor(safeTime time.Duration, callback func()) AcquireLockOption {
+	return func(o *acquireLockOptions) {
+		o.sessionMonitor = &sessionMonitor{safeTime: safeTime, callback: callback}
+	}
+}
+
+func (c *Client) validateSessionMonitor(m *sessionMonitor) error {
+	if m.safeTime <= c.heartbeatPeriod || m.safeTime >= c.leaseDuration || m.safeTime <= 0 {
+		return invalid("WithSessionMonitor safeTime", m.safeTime,
+			"must lie strictly between the heartbeat period %s and the lease duration %s", c.heartbeatPeriod, c.leaseDuration)
+	}
+	return nil
+}
+
+// IsAlmostExpired reports whether the lock has gone its session monitor's
+// safeTime without a successful acquire or heartbeat. It returns
+// [ErrSessionMonitorNotSet] when the lock has no monitor, and
+// [ErrLockAlreadyReleased] when the lock has expired, was released or lost.
+func (l *Lock) IsAlmostExpired() (bool, error) {
+	if l == nil {
+		return false, ErrLockAlreadyReleased
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if l.isExpiredLocked(now) {
+		return false, ErrLockAlreadyReleased
+	}
+	if l.monitor == nil {
+		return false, ErrSessionMonitorNotSet
+	}
+	return !now.Before(l.lookupTime.Add(l.monitor.safeTime)), nil
+}
+
+// Do acquires key, runs fn while holding it, and releases it when fn
+// returns. The context given to fn is cancelled the moment the lock is lost,
+// with the *[LockLostError] as its cause ([context.Cause]). Do returns fn's
+// error joined with any release error; if the lock could not be acquired it
+// returns that error and does not call fn. The release is attempted even
+// when ctx has ended.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, lock *Lock) error, opts ...AcquireLockOption) error {
+	if fn == nil {
+		return invalid("fn", nil, "must not be nil")
+	}
+	l, err := c.AcquireLockWithContext(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	ferr := fn(fctx, l)
+	stop()
+
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.leaseDuration, 5*time.Second))
+	defer rcancel()
+	_, rerr := c.releaseLock(rctx, l, &releaseLockOptions{})
+	if errors.Is(rerr, ErrLockAlreadyReleased) {
+		rerr = nil // fn released it itself
+	}
+	return errors.Join(ferr, rerr)
+}
