@@ -97,7 +97,7 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 		l.mu.Unlock()
 		return fmt.Errorf("%w: lock %q is held by %q, this client is %q", ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
 	}
-	known := append([]string{l.rvn}, l.pendingRVNs...)
+	id := l.identityLocked()
 	lease := l.leaseDuration
 	if o.leaseDurationToEnsure > 0 {
 		lease = o.leaseDurationToEnsure
@@ -109,7 +109,7 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 	// is lost, the next try's condition still matches (RVN IN (old, new)).
 	rvn := newRVN()
 	first := time.Now()
-	in := c.heartbeatInput(l.partitionKey, known, rvn, lease, o, first)
+	in := c.heartbeatInput(l.partitionKey, id, rvn, lease, o, first)
 	backoff := min(50*time.Millisecond, c.leaseDuration/20)
 	for try := 0; ; try++ {
 		_, err := c.db.UpdateItem(ctx, in)
@@ -154,7 +154,7 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 	}
 }
 
-func (c *Client) heartbeatInput(key string, known []string, rvn string, lease time.Duration, o *sendHeartbeatOptions, now time.Time) *dynamodb.UpdateItemInput {
+func (c *Client) heartbeatInput(key string, id identity, rvn string, lease time.Duration, o *sendHeartbeatOptions, now time.Time) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	update := "SET " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(rvn)) +
 		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease)))
@@ -165,14 +165,12 @@ func (c *Client) heartbeatInput(key string, known []string, rvn string, lease ti
 	if o.deleteData {
 		update += " REMOVE " + b.name("#d", attrData)
 	}
-	cond := b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(c.ownerName)) +
-		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
-	if !o.matchOwnerOnly {
-		cond += " AND #v IN (" + b.value(":v", attrS(rvn))
-		for i, k := range known {
-			cond += ", " + b.value(fmt.Sprintf(":k%d", i), attrS(k))
-		}
-		cond += ")"
+	var cond string
+	if o.matchOwnerOnly {
+		cond = b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(id.owner)) +
+			" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
+	} else {
+		cond = id.condition(b, rvn)
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(c.tableName),
@@ -191,7 +189,6 @@ func (l *Lock) renewed(rvn string, sent time.Time, lease time.Duration, o *sendH
 	l.mu.Lock()
 	if l.state == stateHeld {
 		l.rvn = rvn
-		l.pendingRVNs = nil
 		if sent.After(l.lookupTime) {
 			l.lookupTime = sent
 		}

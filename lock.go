@@ -41,7 +41,6 @@ type Lock struct {
 	state           lockState
 	ownerName       string
 	rvn             string
-	pendingRVNs     []string // RVNs of guarded refresh transactions not yet confirmed
 	lookupTime      time.Time
 	leaseDuration   time.Duration
 	data            []byte
@@ -274,4 +273,36 @@ func (l *Lock) lose(cause, err error) error {
 		l.client.metrics.lost(cause)
 	}
 	return l.Err()
+}
+
+// identity is what tells this acquisition's item apart from any other.
+type identity struct {
+	owner string
+	rvn   string
+	token uint64
+}
+
+func (l *Lock) identityLocked() identity {
+	return identity{owner: l.ownerName, rvn: l.rvn, token: l.fencingToken}
+}
+
+// condition holds while the item is still this acquisition's: same owner,
+// not released, and either the RVN this holder last wrote (or newRVN, the
+// one a retried write may already have set) or the same fencing token.
+//
+// The fencing token identifies the acquisition across RVN changes, so a
+// guarded refresh transaction (TransactionWithRefresh) that renews the RVN
+// concurrently with a heartbeat never makes the other look taken over. Items
+// from other clients carry no token; for those the RVN alone decides.
+func (id identity) condition(b *exprBuilder, newRVN string) string {
+	cond := b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(id.owner)) +
+		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ") AND (" + b.name("#v", attrRVN) + " IN (" + b.value(":cur", attrS(id.rvn))
+	if newRVN != "" {
+		cond += ", " + b.value(":v", attrS(newRVN))
+	}
+	cond += ")"
+	if id.token > 0 {
+		cond += " OR " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(id.token))
+	}
+	return cond + ")"
 }

@@ -70,7 +70,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		l.mu.Unlock()
 		return false, ErrLockAlreadyReleased
 	}
-	known := append([]string{l.rvn}, l.pendingRVNs...)
+	id := l.identityLocked()
 	deleteLock := l.deleteOnRelease
 	readOnly := l.state == stateReadOnly
 	l.mu.Unlock()
@@ -79,14 +79,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	}
 
 	b := newExprBuilder()
-	cond := b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(c.ownerName)) + " AND " + b.name("#v", attrRVN) + " IN ("
-	for i, k := range known {
-		if i > 0 {
-			cond += ", "
-		}
-		cond += b.value(fmt.Sprintf(":k%d", i), attrS(k))
-	}
-	cond += ")"
+	cond := id.condition(b, "")
 	var err error
 	if deleteLock {
 		_, err = c.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{

@@ -1,0 +1,142 @@
+package dynamolock
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+type scanAPI interface {
+	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+type queryAPI interface {
+	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// AllLocks lists every lock item in the table with a consistent Scan,
+// fetching one page at a time as the loop asks for more. Each *Lock is a
+// read-only view (owner, lease, released state, fencing token, data,
+// additional attributes, sort key); a lock this client holds is yielded as
+// the live lock. An item that cannot be interpreted, or a failed page,
+// yields a nil lock and the error; the listing goes on after a bad item and
+// stops after a failed page. It needs Scan (ErrUnsupportedOperation
+// otherwise).
+func (c *Client) AllLocks(ctx context.Context) iter.Seq2[*Lock, error] {
+	return func(yield func(*Lock, error) bool) {
+		if c.isClosed() {
+			yield(nil, ErrClientClosed)
+			return
+		}
+		sc, ok := c.db.(scanAPI)
+		if !ok {
+			yield(nil, unsupported("AllLocks", "Scan"))
+			return
+		}
+		in := &dynamodb.ScanInput{TableName: aws.String(c.tableName), ConsistentRead: aws.Bool(true)}
+		for {
+			out, err := sc.Scan(ctx, in)
+			c.metrics.call(ctx, "Scan")
+			if err != nil {
+				yield(nil, fmt.Errorf("dynamolock: scan %q: %w", c.tableName, err))
+				return
+			}
+			if !c.yieldItems(out.Items, yield) {
+				return
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				return
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	}
+}
+
+// LocksByPartitionKey lists the lock items under partition key key, one
+// per sort key value, with a consistent Query paginated as the loop asks
+// for more. Views and errors as in [Client.AllLocks]. It needs Query.
+func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[*Lock, error] {
+	return func(yield func(*Lock, error) bool) {
+		if c.isClosed() {
+			yield(nil, ErrClientClosed)
+			return
+		}
+		if err := validateKey(key); err != nil {
+			yield(nil, err)
+			return
+		}
+		q, ok := c.db.(queryAPI)
+		if !ok {
+			yield(nil, unsupported("LocksByPartitionKey", "Query"))
+			return
+		}
+		b := newExprBuilder()
+		in := &dynamodb.QueryInput{
+			TableName:                 aws.String(c.tableName),
+			ConsistentRead:            aws.Bool(true),
+			KeyConditionExpression:    aws.String(b.name("#pk", c.partitionKeyName) + " = " + b.value(":pk", attrS(key))),
+			ExpressionAttributeNames:  b.names,
+			ExpressionAttributeValues: b.values,
+		}
+		for {
+			out, err := q.Query(ctx, in)
+			c.metrics.call(ctx, "Query")
+			if err != nil {
+				yield(nil, fmt.Errorf("dynamolock: query %q for key %q: %w", c.tableName, key, err))
+				return
+			}
+			if !c.yieldItems(out.Items, yield) {
+				return
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				return
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	}
+}
+
+func (c *Client) yieldItems(items []map[string]types.AttributeValue, yield func(*Lock, error) bool) bool {
+	now := time.Now()
+	for _, item := range items {
+		l, err := c.viewOf(item, now)
+		if !yield(l, err) {
+			return false
+		}
+	}
+	return true
+}
+
+// viewOf turns a listed item into a read-only view, or the live lock when
+// this client holds exactly that item.
+func (c *Client) viewOf(item map[string]types.AttributeValue, now time.Time) (*Lock, error) {
+	pk, ok := item[c.partitionKeyName].(*types.AttributeValueMemberS)
+	if !ok {
+		return nil, &ItemFormatError{Attribute: c.partitionKeyName, Reason: "missing or not of type S"}
+	}
+	var sk *string
+	if c.sortKeyName != "" {
+		v, ok := item[c.sortKeyName].(*types.AttributeValueMemberS)
+		if !ok {
+			return nil, &ItemFormatError{Attribute: c.sortKeyName, Reason: "missing or not of type S"}
+		}
+		sk = &v.Value
+	}
+	if sk == nil || (c.sortKey != nil && *sk == *c.sortKey) {
+		if l := c.heldLock(c.registryKey(pk.Value)); l != nil {
+			return l, nil
+		}
+	}
+	rec, err := c.schema.decodeItem(item)
+	if err != nil {
+		return nil, fmt.Errorf("dynamolock: lock %q: %w", pk.Value, err)
+	}
+	l := newLockFromRecord(c, pk.Value, rec, now, stateReadOnly)
+	l.sortKey = sk
+	return l, nil
+}
