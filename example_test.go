@@ -1,0 +1,215 @@
+package dynamolock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
+)
+
+// exampleDB stands for dynamodb.NewFromConfig(cfg) in the examples: here it
+// points at the DynamoDB Local the tests run against.
+func exampleDB() *dynamodb.Client {
+	db, err := ddblocal.NewClient(context.Background(), endpoint)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return db
+}
+
+// exampleTable returns a table name not used before on this endpoint.
+func exampleTable(name string) string { return name + "-" + strconv.Itoa(int(rand.Uint32())) }
+
+// The quick start: create the table, acquire a lock with data, release it.
+func Example() {
+	ctx := context.Background()
+	table := exampleTable("locks")
+
+	c, err := dynamolock.New(exampleDB(), table,
+		dynamolock.WithLeaseDuration(3*time.Second),
+		dynamolock.WithHeartbeatPeriod(1*time.Second),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	if _, err := c.CreateTableWithContext(ctx, table,
+		dynamolock.WithProvisionedThroughput(&types.ProvisionedThroughput{
+			ReadCapacityUnits:  aws.Int64(5),
+			WriteCapacityUnits: aws.Int64(5),
+		}),
+		dynamolock.WithCustomPartitionKeyName("key"),
+	); err != nil {
+		log.Fatal(err)
+	}
+
+	lock, err := c.AcquireLockWithContext(ctx, "spock",
+		dynamolock.WithData([]byte("some content a")),
+		dynamolock.ReplaceData(),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("lock content:", string(lock.Data()))
+
+	// ... do work while holding the lock ...
+
+	ok, err := c.ReleaseLockWithContext(ctx, lock)
+	if err != nil {
+		log.Fatal("error releasing lock: ", err)
+	}
+	fmt.Println("released:", ok)
+	// Output:
+	// lock content: some content a
+	// released: true
+}
+
+// Do runs a function under a lock, with a context that is cancelled if the
+// lock is lost, and releases the lock afterwards.
+func ExampleClient_Do() {
+	ctx := context.Background()
+	table := exampleTable("jobs")
+	c, err := dynamolock.New(exampleDB(), table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	err = c.Do(ctx, "customer-42", func(ctx context.Context, lock *dynamolock.Lock) error {
+		// Long work checks ctx: it is cancelled, with the reason as its
+		// cause, the moment the lock is lost.
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		default:
+		}
+		fmt.Println("working on customer-42 with fencing token", lock.FencingToken())
+		return nil
+	}, dynamolock.FailIfLocked())
+	fmt.Println("err:", err)
+	// Output:
+	// working on customer-42 with fencing token 1
+	// err: <nil>
+}
+
+// Guarded writes: move money between two accounts only while the lock is
+// still held by this acquisition. If the lock changed hands (this process
+// was paused past its lease, say), the transaction is cancelled instead of
+// racing the new holder.
+func ExampleLock_TransactionCondition() {
+	ctx := context.Background()
+	db := exampleDB()
+	table := exampleTable("bank")
+	c, err := dynamolock.New(db, table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+	for _, acct := range []string{"alice", "bob"} {
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"key": &types.AttributeValueMemberS{Value: "account#" + acct}, "balance": &types.AttributeValueMemberN{Value: "100"},
+		}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	lock, err := c.AcquireLockWithContext(ctx, "accounts")
+	if err != nil {
+		log.Fatal(err)
+	}
+	move := func(from, to string, amount int) error {
+		n := &types.AttributeValueMemberN{Value: strconv.Itoa(amount)}
+		_, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			lock.TransactionCondition(),
+			{Update: &types.Update{TableName: aws.String(table),
+				Key:                       map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: "account#" + from}},
+				UpdateExpression:          aws.String("SET balance = balance - :n"),
+				ConditionExpression:       aws.String("balance >= :n"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":n": n}}},
+			{Update: &types.Update{TableName: aws.String(table),
+				Key:                       map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: "account#" + to}},
+				UpdateExpression:          aws.String("SET balance = balance + :n"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":n": n}}},
+		}})
+		return err
+	}
+	fmt.Println("transfer while held:", move("alice", "bob", 30))
+
+	if _, err := c.ReleaseLockWithContext(ctx, lock); err != nil {
+		log.Fatal(err)
+	}
+	var tce *types.TransactionCanceledException
+	fmt.Println("transfer after release cancelled:", errors.As(move("alice", "bob", 30), &tce))
+	// Output:
+	// transfer while held: <nil>
+	// transfer after release cancelled: true
+}
+
+// Fencing: a downstream store keeps the highest token it has seen and
+// rejects writes that carry a lower one, so a holder that lost its lock
+// without noticing cannot overwrite the new holder's work.
+func ExampleLock_FencingToken() {
+	ctx := context.Background()
+	db := exampleDB()
+	table := exampleTable("fenced")
+	c, err := dynamolock.New(db, table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	// The store: one item whose write is conditioned on the token.
+	write := func(token uint64, value string) error {
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(table),
+			Item: map[string]types.AttributeValue{
+				"key":   &types.AttributeValueMemberS{Value: "report"},
+				"token": &types.AttributeValueMemberN{Value: strconv.FormatUint(token, 10)},
+				"value": &types.AttributeValueMemberS{Value: value},
+			},
+			ConditionExpression:       aws.String("attribute_not_exists(#t) OR #t < :t"),
+			ExpressionAttributeNames:  map[string]string{"#t": "token"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberN{Value: strconv.FormatUint(token, 10)}},
+		})
+		return err
+	}
+
+	first, err := c.AcquireLockWithContext(ctx, "report-writer")
+	if err != nil {
+		log.Fatal(err)
+	}
+	staleToken := first.FencingToken()
+	if _, err := c.ReleaseLockWithContext(ctx, first); err != nil {
+		log.Fatal(err)
+	}
+	second, err := c.AcquireLockWithContext(ctx, "report-writer")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("new holder writes:", write(second.FencingToken(), "fresh"))
+	var ccf *types.ConditionalCheckFailedException
+	fmt.Println("stale holder rejected:", errors.As(write(staleToken, "stale"), &ccf))
+	// Output:
+	// new holder writes: <nil>
+	// stale holder rejected: true
+}
