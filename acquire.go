@@ -3,6 +3,7 @@ package dynamolock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -198,7 +199,7 @@ func (a *acquisition) adopt(ctx context.Context, item map[string]types.Attribute
 	}
 	c.observations.forget(a.regKey)
 	waited := time.Since(a.start)
-	c.logger.Info("lock acquired", l.logAttrs(slogDuration("waited", waited))...)
+	l.log(slog.LevelInfo, "lock acquired", slogDuration("waited", waited))
 	return l, nil
 }
 
@@ -229,6 +230,10 @@ func (a *acquisition) wait(ctx context.Context, item map[string]types.AttributeV
 			firstSeen = c.observations.observe(a.regKey, rec.rvn, time.Now())
 			if a.deadline.IsZero() {
 				a.deadline = a.start.Add(a.o.additionalTimeToWait + rec.lease)
+				if !a.o.failIfLocked {
+					c.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for lock", slogKey(a.key), slogOwner(rec.owner), slogRVN(rec.rvn),
+						slogDuration("lease", rec.lease))
+				}
 			}
 		}
 		if rec == nil {
@@ -237,7 +242,7 @@ func (a *acquisition) wait(ctx context.Context, item map[string]types.AttributeV
 		now := time.Now()
 		staleAt := firstSeen.Add(rec.lease)
 		if !now.Before(staleAt) || c.expiredByClock(rec) {
-			c.logger.Info("taking over stale lock", slogKey(a.key), slogOwner(rec.owner), slogRVN(rec.rvn))
+			c.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(a.key), slogOwner(rec.owner), slogRVN(rec.rvn))
 			return rec.rvn, nil, nil
 		}
 		if a.o.failIfLocked {
@@ -290,7 +295,7 @@ func (a *acquisition) retryable(ctx context.Context, err error) bool {
 	if deadline.IsZero() {
 		deadline = a.start.Add(a.o.additionalTimeToWait + a.c.leaseDuration)
 	}
-	a.c.logger.Warn("acquire failed, retrying", slogKey(a.key), slogErr(err))
+	a.c.logger.LogAttrs(ctx, slog.LevelWarn, "acquire failed, retrying", slogKey(a.key), slogErr(err))
 	return time.Now().Before(deadline)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -130,10 +131,10 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 			// lock is still ours and extend the lease locally. Unsafe; see
 			// the option's documentation.
 			l.renewedLocally(time.Now())
-			c.logger.Warn("heartbeat got 503, keeping the lease locally", l.logAttrs(slogErr(err))...)
+			l.log(slog.LevelWarn, "heartbeat got 503, keeping the lease locally", slogErr(err))
 			return nil
 		}
-		c.logger.Warn("heartbeat failed", l.logAttrs(slogErr(err))...)
+		l.log(slog.LevelWarn, "heartbeat failed", slogErr(err))
 		if background {
 			if ctx.Err() != nil || !time.Now().Add(backoff).Before(leaseEnd) {
 				return err // the scheduler marks the lock lost when its lease runs out

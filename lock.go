@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"sync"
 	"time"
@@ -269,7 +270,7 @@ func (l *Lock) end(state lockState, reason error) bool {
 func (l *Lock) lose(cause, err error) error {
 	lost := &LockLostError{Key: l.partitionKey, Owner: l.OwnerName(), Cause: cause, Err: err}
 	if l.end(stateLost, lost) {
-		l.client.logger.Warn("lock lost", l.logAttrs(slogErr(lost))...)
+		l.log(slog.LevelWarn, "lock lost", slogErr(lost))
 		l.client.metrics.lost(cause)
 	}
 	return l.Err()

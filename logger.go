@@ -80,16 +80,19 @@ func slogRVN(v string) slog.Attr                       { return slog.String("rvn
 func slogErr(err error) slog.Attr                      { return slog.Any("err", err) }
 func slogDuration(k string, d time.Duration) slog.Attr { return slog.Duration(k, d) }
 
-// logAttrs describes l for a log record, followed by extra.
-func (l *Lock) logAttrs(extra ...slog.Attr) []any {
+// log writes a record about l, followed by extra. Attributes are built only
+// when the logger would keep the record: the default logger discards all.
+func (l *Lock) log(level slog.Level, msg string, extra ...slog.Attr) {
+	lg := l.client.logger
+	if !lg.Enabled(context.Background(), level) {
+		return
+	}
 	l.mu.Lock()
-	attrs := []any{slogKey(l.partitionKey), slogOwner(l.ownerName), slogRVN(l.rvn), slog.Uint64("fencingToken", l.fencingToken)}
+	attrs := append(make([]slog.Attr, 0, 5+len(extra)),
+		slogKey(l.partitionKey), slogOwner(l.ownerName), slogRVN(l.rvn), slog.Uint64("fencingToken", l.fencingToken))
 	l.mu.Unlock()
 	if l.sortKey != nil {
 		attrs = append(attrs, slog.String("sortKey", *l.sortKey))
 	}
-	for _, a := range extra {
-		attrs = append(attrs, a)
-	}
-	return attrs
+	lg.LogAttrs(context.Background(), level, msg, append(attrs, extra...)...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -110,7 +111,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		if err != nil {
 			return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err)
 		}
-		c.logger.Info("lock released", l.logAttrs()...)
+		l.log(slog.LevelInfo, "lock released")
 		return true, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
@@ -119,7 +120,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	case errors.As(err, &ccf):
 		return false, l.lose(ErrLockTakenOver, err)
 	case o.bestEffort:
-		c.logger.Warn("best-effort release failed; the lock expires after its lease", l.logAttrs(slogErr(err))...)
+		l.log(slog.LevelWarn, "best-effort release failed; the lock expires after its lease", slogErr(err))
 	default:
 		return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err)
 	}
@@ -129,6 +130,6 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		l.mu.Unlock()
 	}
 	l.end(stateReleased, ErrLockAlreadyReleased)
-	c.logger.Info("lock released", l.logAttrs()...)
+	l.log(slog.LevelInfo, "lock released")
 	return true, nil
 }

@@ -347,4 +347,3 @@ func (p *printlnRecorder) all() []string {
 	defer p.mu.Unlock()
 	return append([]string(nil), p.lines...)
 }
-

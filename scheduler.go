@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -229,8 +230,8 @@ func (s *scheduler) dispatch(now time.Time) {
 	s.c.metrics.setBacklog(len(s.ready))
 	if len(s.ready) > 0 && now.Sub(s.lastLog) > s.c.heartbeatPeriod {
 		s.lastLog = now
-		s.c.logger.Warn("heartbeat backlog: more locks are due than can be renewed at once",
-			"backlog", len(s.ready), "concurrency", s.c.heartbeatConcurrency)
+		s.c.logger.LogAttrs(s.ctx, slog.LevelWarn, "heartbeat backlog: more locks are due than can be renewed at once",
+			slog.Int("backlog", len(s.ready)), slog.Int("concurrency", s.c.heartbeatConcurrency))
 	}
 }
 
