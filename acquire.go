@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -82,12 +83,12 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 			return err
 		}
 	}
-	return c.validateItemSize(key, o.data, o.additionalAttributes)
+	return c.validateItemSize("WithData", key, o.data, o.additionalAttributes)
 }
 
 // validateItemSize rejects data that would make the item larger than
 // DynamoDB's 400 KB limit, counting every attribute the lock writes.
-func (c *Client) validateItemSize(key string, data []byte, additional map[string]types.AttributeValue) error {
+func (c *Client) validateItemSize(option, key string, data []byte, additional map[string]types.AttributeValue) error {
 	item := c.itemKey(key)
 	for name, v := range additional {
 		item[name] = v
@@ -98,9 +99,25 @@ func (c *Client) validateItemSize(key string, data []byte, additional map[string
 		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
 		len(attrLeaseExpiresAt) + 12 + len(c.ttlAttribute) + 12
 	if size > maxItemBytes {
-		return invalid("WithData", strconv.Itoa(len(data))+" bytes", "the lock item would be about %d bytes, over DynamoDB's %d-byte item limit", size, maxItemBytes)
+		if len(data) < size/2 {
+			option = "WithAdditionalAttributes"
+		}
+		return invalid(option, strconv.Itoa(len(data))+" bytes of data", "the lock item would be about %d bytes, over DynamoDB's %d-byte item limit", size, maxItemBytes)
 	}
 	return nil
+}
+
+const reentrantStripes = 64
+
+var errNoItemReturned = errors.New("the failed condition returned no item")
+
+// stripe picks one of the client's reentrant mutexes for a key.
+func stripe(regKey string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(regKey); i++ {
+		h = (h ^ uint32(regKey[i])) * 16777619
+	}
+	return int(h % reentrantStripes)
 }
 
 // acquisition is the state of one AcquireLock call.
@@ -120,6 +137,11 @@ type acquisition struct {
 func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions, start time.Time) (*Lock, error) {
 	a := &acquisition{c: c, key: key, regKey: c.registryKey(key), o: o, start: start, attempts: make(map[string]time.Time, 2)}
 	if o.reentrant {
+		// Reentrant acquisitions of one key take turns, so that concurrent
+		// ones return the same lock instead of each taking it from the other.
+		mu := &c.reentrantMu[stripe(a.regKey)]
+		mu.Lock()
+		defer mu.Unlock()
 		if l := c.heldLock(a.regKey); l != nil && !l.IsExpired() {
 			return l, nil
 		}
@@ -178,8 +200,9 @@ func (a *acquisition) tryWrite(ctx context.Context, takeover string) (*Lock, map
 		if a.o.onlyIfLockAlreadyExist {
 			return nil, nil, notGranted(nil, "key %q has no lock item and WithAcquireOnlyIfLockAlreadyExists was given", a.key)
 		}
-		// The item vanished between the condition and its answer; retry.
-		return nil, map[string]types.AttributeValue{}, nil
+		// DynamoDB returns the item that failed the condition; an emulator or
+		// wrapper may not. Learn it by reading, after the usual pause.
+		return nil, nil, errNoItemReturned
 	}
 	return nil, ccf.Item, nil
 }
@@ -224,12 +247,18 @@ func (a *acquisition) wait(ctx context.Context, item map[string]types.AttributeV
 				return "", nil, nil
 			}
 			if sent, ok := a.attempts[rec.rvn]; ok && rec.owner == c.ownerName {
-				l, err := a.adopt(ctx, item, sent)
-				return "", l, err
+				if time.Since(sent) < rec.lease {
+					l, err := a.adopt(ctx, item, sent)
+					return "", l, err
+				}
+				return rec.rvn, nil, nil // our own write, but its lease is over: renew by taking it over
+			}
+			if a.o.reentrant && rec.owner == c.ownerName {
+				return rec.rvn, nil, nil // Java's reentrant: an item naming our owner is ours to take
 			}
 			firstSeen = c.observations.observe(a.regKey, rec.rvn, time.Now())
 			if a.deadline.IsZero() {
-				a.deadline = a.start.Add(a.o.additionalTimeToWait + rec.lease)
+				a.deadline = a.start.Add(satAdd(a.o.additionalTimeToWait, rec.lease))
 				if !a.o.failIfLocked {
 					c.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for lock", slogKey(a.key), slogOwner(rec.owner), slogRVN(rec.rvn),
 						slogDuration("lease", rec.lease))
@@ -254,7 +283,7 @@ func (a *acquisition) wait(ctx context.Context, item map[string]types.AttributeV
 		}
 		// Sleep one refresh period, but wake up exactly when the item could
 		// become stale or the wait ends.
-		d := a.o.refreshPeriod + jitter(a.o.refreshPeriod)
+		d := satAdd(a.o.refreshPeriod, jitter(a.o.refreshPeriod))
 		d = min(d, staleAt.Sub(now), a.deadline.Sub(now))
 		if err := a.sleep(ctx, d); err != nil {
 			return "", nil, err
@@ -293,7 +322,7 @@ func (a *acquisition) retryable(ctx context.Context, err error) bool {
 	}
 	deadline := a.deadline
 	if deadline.IsZero() {
-		deadline = a.start.Add(a.o.additionalTimeToWait + a.c.leaseDuration)
+		deadline = a.start.Add(satAdd(a.o.additionalTimeToWait, a.c.leaseDuration))
 	}
 	a.c.logger.LogAttrs(ctx, slog.LevelWarn, "acquire failed, retrying", slogKey(a.key), slogErr(err))
 	return time.Now().Before(deadline)
@@ -311,6 +340,15 @@ func (a *acquisition) sleep(ctx context.Context, d time.Duration) error {
 	case <-a.c.closing:
 		return notGranted(ErrClientClosed, "key %q", a.key)
 	}
+}
+
+// satAdd adds two non-negative durations, saturating instead of
+// overflowing: "wait for ever" must not turn into "give up at once".
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 func jitter(d time.Duration) time.Duration {
@@ -344,14 +382,19 @@ func (c *Client) acquireInput(key string, o *acquireLockOptions, rvn, takeover s
 		set += ", " + b.name(n, name) + " = " + b.value(vv, v)
 		i++
 	}
-	set += c.expirySets(b, time.Now(), c.leaseDuration)
+	now := time.Now()
+	// The fencing token goes up by one on every acquisition. A new item
+	// starts from the current time in microseconds rather than from zero, so
+	// that tokens keep increasing when an item is deleted (on release or by
+	// TTL) and created again, and an owner's token never names two
+	// acquisitions of one key.
+	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
+		b.value(":base", attrN(uint64(now.UnixMicro()))) + ") + " + b.value(":one", attrN(1))
+	set += c.expirySets(b, now, c.leaseDuration)
 
 	cond := "attribute_not_exists(" + b.name("#pk", c.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
 		cond += " OR #v = " + b.value(":stale", attrS(takeover))
-	}
-	if o.reentrant {
-		cond += " OR #o = :o"
 	}
 	if o.onlyIfLockAlreadyExist {
 		cond = "attribute_exists(#pk) AND (" + cond + ")"
@@ -359,7 +402,7 @@ func (c *Client) acquireInput(key string, o *acquireLockOptions, rvn, takeover s
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.tableName),
 		Key:                                 c.itemKey(key),
-		UpdateExpression:                    aws.String(set + remove + " ADD " + b.name("#f", attrFencingToken) + " " + b.value(":one", attrN(1))),
+		UpdateExpression:                    aws.String(set + remove),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            b.names,
 		ExpressionAttributeValues:           b.valuesOrNil(),

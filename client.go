@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -54,6 +56,7 @@ type Client struct {
 	schema                       schema
 
 	locks        sync.Map // registry key → *Lock, the locks this client holds
+	reentrantMu  [reentrantStripes]sync.Mutex
 	observations observations
 	sched        *scheduler
 
@@ -109,8 +112,8 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 
 func (c *Client) validate() error {
 	switch {
-	case c.db == nil:
-		return invalid("DynamoDBClient", nil, "must not be nil")
+	case isNil(c.db):
+		return invalid("DynamoDBClient", c.db, "must not be nil")
 	case !tableNamePattern.MatchString(c.tableName):
 		return invalid("table name", c.tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
 	case c.partitionKeyName == "":
@@ -119,13 +122,19 @@ func (c *Client) validate() error {
 		return invalid("WithSortKey name", c.sortKeyName, "must not be empty")
 	case c.sortKey != nil && c.sortKeyName == c.partitionKeyName:
 		return invalid("WithSortKey name", c.sortKeyName, "must differ from the partition key name")
-	case c.sortKey != nil && (*c.sortKey == "" || len(*c.sortKey) > maxSortKeyBytes):
-		return invalid("WithSortKey value", *c.sortKey, "must be 1 to %d bytes", maxSortKeyBytes)
+	case c.sortKey != nil && (*c.sortKey == "" || len(*c.sortKey) > maxSortKeyBytes || !utf8.ValidString(*c.sortKey)):
+		return invalid("WithSortKey value", *c.sortKey, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)
+	case !utf8.ValidString(c.ownerName):
+		return invalid("WithOwnerName", c.ownerName, "must be valid UTF-8")
+	case lockAttribute(c.partitionKeyName):
+		return invalid("WithPartitionKeyName", c.partitionKeyName, "is an attribute the lock itself uses")
+	case c.sortKey != nil && lockAttribute(c.sortKeyName):
+		return invalid("WithSortKey name", c.sortKeyName, "is an attribute the lock itself uses")
 	case c.leaseDuration <= 0:
 		return invalid("WithLeaseDuration", c.leaseDuration, "must be positive")
 	case c.heartbeatPeriod < 0:
 		return invalid("WithHeartbeatPeriod", c.heartbeatPeriod, "must not be negative (0 disables heartbeats)")
-	case c.heartbeatPeriod > 0 && c.leaseDuration < 2*c.heartbeatPeriod:
+	case c.heartbeatPeriod > 0 && c.leaseDuration/2 < c.heartbeatPeriod:
 		return invalid("WithLeaseDuration", c.leaseDuration,
 			"must be at least twice the heartbeat period %s, or locks may expire while a heartbeat is late", c.heartbeatPeriod)
 	case c.heartbeatConcurrency < 1 || c.heartbeatConcurrency > 1024:
@@ -142,6 +151,30 @@ func (c *Client) validate() error {
 		}
 	}
 	return nil
+}
+
+// lockAttribute reports whether name is one of the lock item's own
+// attributes, which a key attribute must not be named after.
+func lockAttribute(name string) bool {
+	switch name {
+	case attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt:
+		return true
+	}
+	return false
+}
+
+// isNil reports whether v is nil or a typed nil pointer (a nil
+// *dynamodb.Client in an interface).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }
 
 func defaultOwnerName() string {
@@ -182,6 +215,9 @@ func validateKey(key string) error {
 	if key == "" {
 		return invalid("key", key, "must not be empty")
 	}
+	if !utf8.ValidString(key) {
+		return invalid("key", key, "must be valid UTF-8")
+	}
 	if len(key) > maxPartitionKeyBytes {
 		return invalid("key", key, "is %d bytes, longer than DynamoDB's %d-byte limit for a partition key", len(key), maxPartitionKeyBytes)
 	}
@@ -205,7 +241,7 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 	if c.closed {
 		c.mu.RUnlock()
 		_, _ = c.releaseLock(context.WithoutCancel(ctx), l, &releaseLockOptions{})
-		return ErrClientClosed
+		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
 	c.locks.Store(l.regKey, l)
 	c.sched.notify(l)

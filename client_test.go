@@ -29,7 +29,7 @@ func TestBasicFlow(t *testing.T) {
 	assert.Equal(t, c.OwnerName(), lock.OwnerName())
 	assert.Equal(t, "spock", lock.PartitionKey())
 	assert.Equal(t, 3*time.Second, lock.LeaseDuration())
-	assert.Equal(t, uint64(1), lock.FencingToken())
+	assert.NotZero(t, lock.FencingToken())
 	assert.False(t, lock.IsExpired())
 	assert.NoError(t, lock.Err())
 
@@ -122,7 +122,7 @@ func TestContendingClientsHandOver(t *testing.T) {
 	r := <-got
 	require.NoError(t, r.err)
 	assert.Equal(t, b.OwnerName(), r.l.OwnerName())
-	assert.Equal(t, uint64(2), r.l.FencingToken())
+	assert.Equal(t, la.FencingToken()+1, r.l.FencingToken())
 }
 
 func TestDeadOwnerTakenOverAfterOneLease(t *testing.T) {
@@ -141,7 +141,7 @@ func TestDeadOwnerTakenOverAfterOneLease(t *testing.T) {
 	assert.GreaterOrEqual(t, elapsed, lease, "never before a full lease")
 	assert.Less(t, elapsed, lease+time.Second, "about one lease (floor) plus one refresh")
 	assert.Equal(t, c.OwnerName(), l.OwnerName())
-	assert.Equal(t, uint64(1), l.FencingToken())
+	assert.NotZero(t, l.FencingToken())
 }
 
 func TestTimeoutWhileHolderIsAlive(t *testing.T) {
@@ -408,13 +408,13 @@ func TestAcquireOnlyIfLockAlreadyExists(t *testing.T) {
 	require.ErrorAs(t, err, &lng)
 	assert.Contains(t, err.Error(), "no lock item")
 
-	l, err := c.AcquireLockWithContext(ctx, "k")
+	first, err := c.AcquireLockWithContext(ctx, "k")
 	require.NoError(t, err)
-	_, err = c.ReleaseLockWithContext(ctx, l)
+	_, err = c.ReleaseLockWithContext(ctx, first)
 	require.NoError(t, err)
-	l, err = c.AcquireLockWithContext(ctx, "k", dynamolock.WithAcquireOnlyIfLockAlreadyExists())
+	l, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithAcquireOnlyIfLockAlreadyExists())
 	require.NoError(t, err)
-	assert.Equal(t, uint64(2), l.FencingToken())
+	assert.Equal(t, first.FencingToken()+1, l.FencingToken())
 }
 
 func TestFencingTokensIncreaseAcrossOwners(t *testing.T) {
@@ -435,7 +435,19 @@ func TestFencingTokensIncreaseAcrossOwners(t *testing.T) {
 		_, err = c.ReleaseLockWithContext(ctx, l)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, []uint64{1, 2, 3, 4, 5, 6}, tokens)
+	for i, tok := range tokens {
+		assert.Equal(t, tokens[0]+uint64(i), tok, "exactly one more on every acquisition")
+	}
+	assert.Greater(t, tokens[0], uint64(time.Now().Add(-time.Hour).UnixMicro()), "a new item starts from the time in µs")
+
+	// Deleting the item does not make tokens start over.
+	l, err := a.AcquireLockWithContext(ctx, "k", dynamolock.WithDeleteLockOnRelease())
+	require.NoError(t, err)
+	_, err = a.ReleaseLockWithContext(ctx, l)
+	require.NoError(t, err)
+	l, err = b.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	assert.Greater(t, l.FencingToken(), tokens[5]+1)
 }
 
 func TestCloseReleasesEveryLock(t *testing.T) {

@@ -61,8 +61,10 @@ func (c *Client) CreateTableWithContext(ctx context.Context, tableName string, o
 	switch {
 	case !tableNamePattern.MatchString(tableName):
 		return nil, invalid("table name", tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
-	case o.partitionKeyName == "":
-		return nil, invalid("WithCustomPartitionKeyName", o.partitionKeyName, "must not be empty")
+	case o.partitionKeyName == "" || lockAttribute(o.partitionKeyName):
+		return nil, invalid("WithCustomPartitionKeyName", o.partitionKeyName, "must not be empty or an attribute the lock itself uses")
+	case lockAttribute(o.sortKeyName):
+		return nil, invalid("WithSortKeyName", o.sortKeyName, "is an attribute the lock itself uses")
 	case o.sortKeyName == o.partitionKeyName:
 		return nil, invalid("WithSortKeyName", o.sortKeyName, "must differ from the partition key name")
 	case o.billingMode == types.BillingModeProvisioned && o.provisionedThroughput == nil:

@@ -97,12 +97,12 @@ func ExampleClient_Do() {
 			return context.Cause(ctx)
 		default:
 		}
-		fmt.Println("working on customer-42 with fencing token", lock.FencingToken())
+		fmt.Println("working on customer-42; fencing token issued:", lock.FencingToken() > 0)
 		return nil
 	}, dynamolock.FailIfLocked())
 	fmt.Println("err:", err)
 	// Output:
-	// working on customer-42 with fencing token 1
+	// working on customer-42; fencing token issued: true
 	// err: <nil>
 }
 

@@ -46,17 +46,18 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 		return invalid("HeartbeatRetries", o.retries, "retries must not be negative")
 	case o.retryWait < 0:
 		return invalid("HeartbeatRetries", o.retryWait, "wait must not be negative")
-	case o.leaseDurationToEnsure < 0:
-		return invalid("WithLeaseDurationToEnsure", o.leaseDurationToEnsure, "must not be negative")
+	case o.leaseDurationToEnsure < 0 || (o.leaseDurationToEnsure > 0 && o.leaseDurationToEnsure/2 < c.heartbeatPeriod):
+		return invalid("WithLeaseDurationToEnsure", o.leaseDurationToEnsure,
+			"must be at least twice the heartbeat period %s", c.heartbeatPeriod)
 	case o.deleteData && o.data != nil:
 		return invalid("ReplaceHeartbeatData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be combined with DeleteData")
 	}
 	if o.data != nil {
-		if err := c.validateItemSize(lock.partitionKey, o.data, lock.AdditionalAttributes()); err != nil {
+		if err := c.validateItemSize("ReplaceHeartbeatData", lock.partitionKey, o.data, lock.AdditionalAttributes()); err != nil {
 			return err
 		}
 	}
-	return c.heartbeat(ctx, lock, o, false)
+	return c.heartbeat(ctx, lock, o)
 }
 
 // Ensure makes sure the lock stays valid for at least d: when less than d of
@@ -79,49 +80,84 @@ func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 	return l.client.SendHeartbeatWithContext(ctx, l, WithLeaseDurationToEnsure(max(d, lease)))
 }
 
-// heartbeat renews l. Background beats retry transient failures with backoff
-// until the lease runs out; manual ones as HeartbeatRetries says.
-func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions, background bool) error {
+// pendingWrite is a renewal whose answer never came: it may have landed.
+// Every retry writes the same RVN, and the lease counts from the first send.
+type pendingWrite struct {
+	rvn  string
+	sent time.Time
+}
+
+// heartbeat renews l, retrying as HeartbeatRetries says. It never holds
+// opMu while waiting between tries.
+func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions) error {
+	for try := 0; ; try++ {
+		err := c.heartbeatOnce(ctx, l, o, false)
+		if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrInvalidArgument) ||
+			errors.Is(err, ErrReadOnlyLockHeartbeat) || errors.Is(err, ErrOwnerMismatched) || errors.Is(err, ErrLockAlreadyReleased) {
+			return err
+		}
+		if try >= o.retries || ctx.Err() != nil {
+			return fmt.Errorf("dynamolock: heartbeat of %q: %w", l.partitionKey, err)
+		}
+		if !sleepCtx(ctx, o.retryWait) {
+			return fmt.Errorf("dynamolock: heartbeat of %q: %w", l.partitionKey, ctx.Err())
+		}
+	}
+}
+
+// heartbeatOnce sends one renewal of l: a fresh RVN and the lease,
+// conditioned on this owner and the RVN this holder knows (or the one a
+// renewal whose answer was lost may already have set). It holds opMu for
+// that one call only, so a release never waits for backoff sleeps.
+//
+// When the condition fails, the item that came back tells whether the lock
+// is still this acquisition's (same owner and fencing token: a guarded
+// refresh transaction moved the RVN), in which case the beat is sent again
+// against the RVN it found, or whether someone else has it.
+func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOptions, background bool) error {
 	l.opMu.Lock()
 	defer l.opMu.Unlock()
+	for adopt := 0; ; adopt++ {
+		l.mu.Lock()
+		now := time.Now()
+		switch {
+		case l.state == stateReadOnly:
+			l.mu.Unlock()
+			return ErrReadOnlyLockHeartbeat
+		case l.state != stateHeld:
+			err := l.err
+			l.mu.Unlock()
+			return err
+		case l.ownerName != c.ownerName || l.client != c:
+			l.mu.Unlock()
+			return fmt.Errorf("%w: lock %q is held by %q, this client is %q", ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
+		case !now.Before(l.leaseEndLocked()):
+			l.mu.Unlock()
+			return l.lose(ErrLeaseExpired, nil)
+		}
+		if l.pending == nil {
+			l.pending = &pendingWrite{rvn: newRVN(), sent: now}
+		}
+		p := *l.pending
+		id := l.identityLocked()
+		lease := l.leaseDuration
+		if o.leaseDurationToEnsure > 0 {
+			lease = o.leaseDurationToEnsure
+		}
+		l.mu.Unlock()
 
-	l.mu.Lock()
-	switch {
-	case l.state == stateReadOnly:
-		l.mu.Unlock()
-		return ErrReadOnlyLockHeartbeat
-	case l.state != stateHeld:
-		err := l.err
-		l.mu.Unlock()
-		return err
-	case l.ownerName != c.ownerName || l.client != c:
-		l.mu.Unlock()
-		return fmt.Errorf("%w: lock %q is held by %q, this client is %q", ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
-	}
-	id := l.identityLocked()
-	lease := l.leaseDuration
-	if o.leaseDurationToEnsure > 0 {
-		lease = o.leaseDurationToEnsure
-	}
-	leaseEnd := l.leaseEndLocked()
-	l.mu.Unlock()
-
-	// One new RVN for every try of this beat: if a try lands but its answer
-	// is lost, the next try's condition still matches (RVN IN (old, new)).
-	rvn := newRVN()
-	first := time.Now()
-	in := c.heartbeatInput(l.partitionKey, id, rvn, lease, o, first)
-	backoff := min(50*time.Millisecond, c.leaseDuration/20)
-	for try := 0; ; try++ {
-		_, err := c.db.UpdateItem(ctx, in)
+		_, err := c.db.UpdateItem(ctx, c.heartbeatInput(l, id, p, lease, o))
 		c.metrics.call(ctx, "UpdateItem")
 		if err == nil {
-			l.renewed(rvn, first, lease, o)
+			l.renewed(p.rvn, p.sent, lease, o)
 			c.metrics.heartbeat(ctx, "ok")
 			return nil
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
+			if adopt < 2 && l.adoptMovedRVN(ccf.Item) {
+				continue
+			}
 			c.metrics.heartbeat(ctx, "lost")
 			return l.lose(ErrLockTakenOver, err)
 		}
@@ -135,34 +171,18 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 			return nil
 		}
 		l.log(slog.LevelWarn, "heartbeat failed", slogErr(err))
-		if background {
-			if ctx.Err() != nil || !time.Now().Add(backoff).Before(leaseEnd) {
-				return err // the scheduler marks the lock lost when its lease runs out
-			}
-			wait := backoff + jitter(backoff)
-			backoff = min(2*backoff, c.heartbeatPeriod/2)
-			if !sleepCtx(ctx, wait) {
-				return err
-			}
-			continue
-		}
-		if try >= o.retries || ctx.Err() != nil {
-			return fmt.Errorf("dynamolock: heartbeat of %q: %w", l.partitionKey, err)
-		}
-		if !sleepCtx(ctx, o.retryWait) {
-			return fmt.Errorf("dynamolock: heartbeat of %q: %w", l.partitionKey, ctx.Err())
-		}
+		return err
 	}
 }
 
-func (c *Client) heartbeatInput(key string, id identity, rvn string, lease time.Duration, o *sendHeartbeatOptions, now time.Time) *dynamodb.UpdateItemInput {
+func (c *Client) heartbeatInput(l *Lock, id identity, p pendingWrite, lease time.Duration, o *sendHeartbeatOptions) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
-	update := "SET " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(rvn)) +
+	update := "SET " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(p.rvn)) +
 		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease)))
 	if o.data != nil {
 		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: o.data})
 	}
-	update += c.expirySets(b, now, lease)
+	update += c.expirySets(b, p.sent, lease)
 	if o.deleteData {
 		update += " REMOVE " + b.name("#d", attrData)
 	}
@@ -171,29 +191,34 @@ func (c *Client) heartbeatInput(key string, id identity, rvn string, lease time.
 		cond = b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(id.owner)) +
 			" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
 	} else {
-		cond = id.condition(b, rvn)
+		cond = id.condition(b, p.rvn)
 	}
 	return &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(c.tableName),
-		Key:                       c.itemKey(key),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  b.names,
-		ExpressionAttributeValues: b.values,
+		TableName:                           aws.String(c.tableName),
+		Key:                                 l.itemKey(),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            b.names,
+		ExpressionAttributeValues:           b.values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
 
-// renewed records a successful write of rvn whose first try was sent at
-// sent: the lease counts from then, so the holder never believes it lasts
-// longer than an observer of the new RVN does.
+// renewed records a successful write of rvn first sent at sent: the lease
+// counts from then, so the holder never believes it lasts longer than an
+// observer of the new RVN does. A write sent before the latest one recorded
+// changes nothing but the RVN: the later write defines the lease.
 func (l *Lock) renewed(rvn string, sent time.Time, lease time.Duration, o *sendHeartbeatOptions) {
 	l.mu.Lock()
 	if l.state == stateHeld {
 		l.rvn = rvn
-		if sent.After(l.lookupTime) {
-			l.lookupTime = sent
+		if l.pending != nil && l.pending.rvn == rvn {
+			l.pending = nil
 		}
-		l.leaseDuration = lease
+		if !sent.Before(l.lookupTime) {
+			l.lookupTime = sent
+			l.leaseDuration = lease
+		}
 		switch {
 		case o != nil && o.deleteData:
 			l.data = nil
@@ -212,6 +237,31 @@ func (l *Lock) renewedLocally(now time.Time) {
 	}
 	l.mu.Unlock()
 	l.client.sched.notify(l)
+}
+
+// adoptMovedRVN looks at the item a failed conditional write returned. If
+// it is still this acquisition (same owner and fencing token, not released)
+// its RVN was moved by this holder's own guarded refresh: the lock takes
+// that RVN and the write can be sent again. Fencing tokens never repeat on a
+// key (see acquireInput), so owner and token identify one acquisition.
+func (l *Lock) adoptMovedRVN(item map[string]types.AttributeValue) bool {
+	if len(item) == 0 {
+		return false
+	}
+	rec, err := l.client.schema.decodeItem(item)
+	if err != nil || rec.released {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != stateHeld || l.fencingToken == 0 || rec.owner != l.ownerName || rec.fencingToken != l.fencingToken {
+		return false
+	}
+	if l.pending != nil && rec.rvn == l.pending.rvn {
+		return false // already covered by the condition: something else failed
+	}
+	l.rvn = rec.rvn
+	return true
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -89,7 +89,7 @@ func TestForeignItems(t *testing.T) {
 			l, err := c.AcquireLockWithContext(ctx, key)
 			require.NoError(t, err)
 			assert.Equal(t, map[string]int{"UpdateItem": 1}, calls.reset())
-			assert.Equal(t, uint64(1), l.FencingToken())
+			assert.NotZero(t, l.FencingToken())
 			assert.False(t, l.IsReleased())
 			_, err = c.ReleaseLockWithContext(ctx, l)
 			require.NoError(t, err)

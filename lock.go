@@ -13,10 +13,10 @@ import (
 type lockState uint8
 
 const (
-	stateHeld     lockState = iota // acquired by this client, renewed by heartbeats
+	stateReadOnly lockState = iota // a view from Get or a listing (or a zero Lock): never held
+	stateHeld                      // acquired by this client, renewed by heartbeats
 	stateReleased                  // released by this client
 	stateLost                      // taken over, deleted, or its lease ran out
-	stateReadOnly                  // a view from Get or a listing: never held
 )
 
 // Lock is a lock acquired by a [Client], or a read-only view of a lock item
@@ -50,7 +50,8 @@ type Lock struct {
 	itemReleased    bool // the item carried isReleased (read-only views)
 	deleteOnRelease bool
 	monitor         *sessionMonitor
-	err             error // why the lock ended; nil while held
+	pending         *pendingWrite // a renewal whose answer was lost; retries reuse it
+	err             error         // why the lock ended; nil while held
 
 	ctx    context.Context // cancelled, with the reason as cause, when the lock ends
 	cancel context.CancelCauseFunc
@@ -187,8 +188,15 @@ func (l *Lock) IsExpired() bool {
 		return true
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.isExpiredLocked(time.Now())
+	expired := l.isExpiredLocked(time.Now())
+	lapsed := expired && l.state == stateHeld
+	l.mu.Unlock()
+	if lapsed {
+		// The scheduler is about to declare it; do it now, so that
+		// IsExpired, Done and Err never disagree.
+		l.lose(ErrLeaseExpired, nil)
+	}
+	return expired
 }
 
 func (l *Lock) isExpiredLocked(now time.Time) bool {
@@ -209,7 +217,7 @@ func (l *Lock) leaseEndLocked() time.Time { return l.lookupTime.Add(l.leaseDurat
 // Done returns a channel that is closed when the lock is released or lost.
 // For a read-only view or a nil lock it is already closed.
 func (l *Lock) Done() <-chan struct{} {
-	if l == nil {
+	if l == nil || l.ctx == nil {
 		return closedChan
 	}
 	return l.ctx.Done()
@@ -223,8 +231,16 @@ func (l *Lock) Err() error {
 		return ErrLockNotHeld
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	state, err := l.state, l.err
+	lapsed := state == stateHeld && !time.Now().Before(l.leaseEndLocked())
+	l.mu.Unlock()
+	switch {
+	case state == stateReadOnly:
+		return ErrLockNotHeld
+	case lapsed:
+		return l.lose(ErrLeaseExpired, nil)
+	}
+	return err
 }
 
 // Close releases the lock, as [Client.ReleaseLock] does.
@@ -288,22 +304,27 @@ func (l *Lock) identityLocked() identity {
 }
 
 // condition holds while the item is still this acquisition's: same owner,
-// not released, and either the RVN this holder last wrote (or newRVN, the
-// one a retried write may already have set) or the same fencing token.
-//
-// The fencing token identifies the acquisition across RVN changes, so a
-// guarded refresh transaction (TransactionWithRefresh) that renews the RVN
-// concurrently with a heartbeat never makes the other look taken over. Items
-// from other clients carry no token; for those the RVN alone decides.
+// not released, and the RVN this holder last wrote, or newRVN, which a write
+// whose answer was lost may already have set. Requiring the exact RVN keeps
+// every renewal in one line, so an RVN can never come back after another
+// replaced it (an observer relies on that); a renewal that finds the RVN
+// moved by this holder's own guarded refresh adopts it (adoptMovedRVN).
 func (id identity) condition(b *exprBuilder, newRVN string) string {
 	cond := b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(id.owner)) +
-		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ") AND (" + b.name("#v", attrRVN) + " IN (" + b.value(":cur", attrS(id.rvn))
-	if newRVN != "" {
-		cond += ", " + b.value(":v", attrS(newRVN))
+		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ") AND " + b.name("#v", attrRVN)
+	if newRVN == "" || newRVN == id.rvn {
+		return cond + " = " + b.value(":cur", attrS(id.rvn))
 	}
-	cond += ")"
-	if id.token > 0 {
-		cond += " OR " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(id.token))
+	return cond + " IN (" + b.value(":cur", attrS(id.rvn)) + ", " + b.value(":v", attrS(newRVN)) + ")"
+}
+
+// itemKey is the primary key of this lock's item (its own sort key value,
+// which for a listed view may differ from the client's).
+func (l *Lock) itemKey() map[string]types.AttributeValue {
+	c := l.client
+	k := map[string]types.AttributeValue{c.partitionKeyName: attrS(l.partitionKey)}
+	if l.sortKey != nil {
+		k[c.sortKeyName] = attrS(*l.sortKey)
 	}
-	return cond + ")"
+	return k
 }

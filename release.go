@@ -44,7 +44,7 @@ func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ..
 		}
 	}
 	if o.data != nil {
-		if err := c.validateItemSize(lock.partitionKey, o.data, lock.AdditionalAttributes()); err != nil {
+		if err := c.validateItemSize("WithDataAfterRelease", lock.partitionKey, o.data, lock.AdditionalAttributes()); err != nil {
 			return false, err
 		}
 	}
@@ -64,14 +64,14 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		err := l.err
 		l.mu.Unlock()
 		return false, err
-	case l.ownerName != c.ownerName:
+	case l.ownerName != c.ownerName || l.client != c:
 		l.mu.Unlock()
-		return false, fmt.Errorf("%w: lock %q is held by %q, this client is %q", ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
+		return false, fmt.Errorf("%w: lock %q is held by %q through another client, this client is %q",
+			ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
 	case l.state == stateReadOnly && l.itemReleased:
 		l.mu.Unlock()
 		return false, ErrLockAlreadyReleased
 	}
-	id := l.identityLocked()
 	deleteLock := l.deleteOnRelease
 	readOnly := l.state == stateReadOnly
 	l.mu.Unlock()
@@ -79,32 +79,13 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		deleteLock = *o.deleteLock
 	}
 
-	b := newExprBuilder()
-	cond := id.condition(b, "")
 	var err error
-	if deleteLock {
-		_, err = c.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName:                 aws.String(c.tableName),
-			Key:                       c.itemKey(l.partitionKey),
-			ConditionExpression:       aws.String(cond),
-			ExpressionAttributeNames:  b.names,
-			ExpressionAttributeValues: b.values,
-		})
-		c.metrics.call(ctx, "DeleteItem")
-	} else {
-		update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1"))
-		if o.data != nil {
-			update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: o.data})
+	for adopt := 0; ; adopt++ {
+		err = c.sendRelease(ctx, l, deleteLock, o.data)
+		var ccf *types.ConditionalCheckFailedException
+		if readOnly || !errors.As(err, &ccf) || adopt >= 2 || !l.adoptMovedRVN(ccf.Item) {
+			break
 		}
-		_, err = c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 aws.String(c.tableName),
-			Key:                       c.itemKey(l.partitionKey),
-			UpdateExpression:          aws.String(update),
-			ConditionExpression:       aws.String(cond),
-			ExpressionAttributeNames:  b.names,
-			ExpressionAttributeValues: b.values,
-		})
-		c.metrics.call(ctx, "UpdateItem")
 	}
 	if readOnly {
 		// A view of our own owner's item (a force release): nothing local to end.
@@ -132,4 +113,47 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	l.end(stateReleased, ErrLockAlreadyReleased)
 	l.log(slog.LevelInfo, "lock released")
 	return true, nil
+}
+
+// sendRelease sends the one conditional write that releases l: conditioned
+// on this owner and the RVN it holds (or the one a heartbeat whose answer
+// was lost may have set).
+func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data []byte) error {
+	l.mu.Lock()
+	id := l.identityLocked()
+	newRVN := ""
+	if l.pending != nil {
+		newRVN = l.pending.rvn
+	}
+	l.mu.Unlock()
+	b := newExprBuilder()
+	cond := id.condition(b, newRVN)
+	var err error
+	if deleteLock {
+		_, err = c.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName:                           aws.String(c.tableName),
+			Key:                                 l.itemKey(),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            b.names,
+			ExpressionAttributeValues:           b.values,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		c.metrics.call(ctx, "DeleteItem")
+		return err
+	}
+	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1"))
+	if data != nil {
+		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
+	}
+	_, err = c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.tableName),
+		Key:                                 l.itemKey(),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            b.names,
+		ExpressionAttributeValues:           b.values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	c.metrics.call(ctx, "UpdateItem")
+	return err
 }

@@ -3,6 +3,7 @@ package dynamolock
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -17,6 +18,14 @@ type schedState struct {
 	beating bool      // a heartbeat is in flight
 	queued  bool      // due for a heartbeat, waiting for a free slot
 	due     time.Time // end of the lease when queued: the ready heap's order
+	retryAt time.Time // after a failed beat: when to try again (zero: none)
+	backoff time.Duration
+}
+
+// beatResult is a finished heartbeat, reported to the loop.
+type beatResult struct {
+	l      *Lock
+	failed bool // the write failed without losing the lock: retry with backoff
 }
 
 // scheduler is the one goroutine per client that renews every held lock on
@@ -33,8 +42,8 @@ type scheduler struct {
 	started  bool
 	stopping bool
 
-	kick    chan struct{} // wakes the loop; capacity 1
-	done    chan *Lock    // finished beats; capacity heartbeatConcurrency
+	kick    chan struct{}   // wakes the loop; capacity 1
+	done    chan beatResult // finished beats; capacity heartbeatConcurrency
 	ctx     context.Context
 	cancel  context.CancelFunc
 	stopped chan struct{}  // closed when the loop returns
@@ -51,7 +60,7 @@ func newScheduler(c *Client) *scheduler {
 	s := &scheduler{
 		c:       c,
 		kick:    make(chan struct{}, 1),
-		done:    make(chan *Lock, c.heartbeatConcurrency),
+		done:    make(chan beatResult, c.heartbeatConcurrency),
 		stopped: make(chan struct{}),
 		slots:   c.heartbeatConcurrency,
 	}
@@ -131,10 +140,9 @@ func (s *scheduler) loop() {
 			return
 		case <-s.kick:
 		case <-timer.C:
-		case l := <-s.done:
+		case r := <-s.done:
 			s.slots++
-			l.sched.beating = false
-			s.update(l, time.Now())
+			s.finished(r, time.Now())
 		}
 	}
 }
@@ -159,10 +167,8 @@ func (s *scheduler) update(l *Lock, now time.Time) {
 	if !monitorAt.IsZero() && monitorAt.Before(wake) {
 		wake = monitorAt
 	}
-	if p := s.c.heartbeatPeriod; p > 0 && !l.sched.beating && !l.sched.queued {
-		if t := lookup.Add(p); t.Before(wake) {
-			wake = t
-		}
+	if t, ok := s.beatTime(l, lookup); ok && t.Before(wake) {
+		wake = t
 	}
 	l.sched.wake = wake
 	if l.sched.index >= 0 && l.sched.index < len(s.wakes) && s.wakes[l.sched.index] == l {
@@ -178,7 +184,8 @@ func (s *scheduler) fire(l *Lock, now time.Time) {
 	l.mu.Lock()
 	held := l.state == stateHeld
 	expired := !now.Before(l.leaseEndLocked())
-	beatDue := s.c.heartbeatPeriod > 0 && !now.Before(l.lookupTime.Add(s.c.heartbeatPeriod))
+	beatAt, beats := s.beatTime(l, l.lookupTime)
+	beatDue := beats && !now.Before(beatAt)
 	var callback func()
 	if m := l.monitor; held && !expired && m != nil && !m.fired && !now.Before(l.lookupTime.Add(m.safeTime)) {
 		m.fired = true
@@ -195,7 +202,7 @@ func (s *scheduler) fire(l *Lock, now time.Time) {
 		if callback != nil {
 			s.wg.Go(callback)
 		}
-		if beatDue && !l.sched.beating && !l.sched.queued {
+		if beatDue {
 			l.sched.queued = true
 			l.mu.Lock()
 			l.sched.due = l.leaseEndLocked()
@@ -235,14 +242,43 @@ func (s *scheduler) dispatch(now time.Time) {
 	}
 }
 
+// beatTime is when l's next heartbeat is due, if one should be scheduled:
+// one period after its last renewal, or at the retry time after a failure.
+func (s *scheduler) beatTime(l *Lock, lookup time.Time) (time.Time, bool) {
+	if s.c.heartbeatPeriod <= 0 || l.sched.beating || l.sched.queued {
+		return time.Time{}, false
+	}
+	if !l.sched.retryAt.IsZero() {
+		return l.sched.retryAt, true
+	}
+	return lookup.Add(s.c.heartbeatPeriod), true
+}
+
+// finished records a beat's outcome. A failed beat (network, throttling,
+// 5xx) is tried again after a backoff that doubles up to half a period;
+// it gives its slot back meanwhile, so failing locks never starve others.
+func (s *scheduler) finished(r beatResult, now time.Time) {
+	l := r.l
+	l.sched.beating = false
+	if r.failed {
+		l.sched.backoff = min(max(2*l.sched.backoff, 25*time.Millisecond), s.c.heartbeatPeriod/2)
+		l.sched.retryAt = now.Add(l.sched.backoff + jitter(l.sched.backoff))
+	} else {
+		l.sched.backoff = 0
+		l.sched.retryAt = time.Time{}
+	}
+	s.update(l, now)
+}
+
+// beat sends one heartbeat attempt, bounded by the end of the lease.
 func (s *scheduler) beat(l *Lock) {
 	l.mu.Lock()
 	end := l.leaseEndLocked()
 	l.mu.Unlock()
 	ctx, cancel := context.WithDeadline(s.ctx, end)
-	_ = s.c.heartbeat(ctx, l, &sendHeartbeatOptions{}, true)
+	err := s.c.heartbeatOnce(ctx, l, &sendHeartbeatOptions{}, true)
 	cancel()
-	s.done <- l
+	s.done <- beatResult{l: l, failed: err != nil && !errors.Is(err, ErrLockLost)}
 }
 
 // wakeHeap orders locks by their next wake time.

@@ -60,25 +60,26 @@ func (l *Lock) IsAlmostExpired() (bool, error) {
 // error joined with any release error; if the lock could not be acquired it
 // returns that error and does not call fn. The release is attempted even
 // when ctx has ended.
-func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, lock *Lock) error, opts ...AcquireLockOption) error {
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, lock *Lock) error, opts ...AcquireLockOption) (err error) {
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")
 	}
-	l, err := c.AcquireLockWithContext(ctx, key, opts...)
-	if err != nil {
-		return err
+	l, aerr := c.AcquireLockWithContext(ctx, key, opts...)
+	if aerr != nil {
+		return aerr
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
-	ferr := fn(fctx, l)
-	stop()
-
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.leaseDuration, 5*time.Second))
-	defer rcancel()
-	_, rerr := c.releaseLock(rctx, l, &releaseLockOptions{})
-	if errors.Is(rerr, ErrLockAlreadyReleased) {
-		rerr = nil // fn released it itself
-	}
-	return errors.Join(ferr, rerr)
+	// Release even if fn panics, so a recovered panic leaks no lock.
+	defer func() {
+		stop()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.leaseDuration, 5*time.Second))
+		defer rcancel()
+		_, rerr := c.releaseLock(rctx, l, &releaseLockOptions{})
+		if !errors.Is(rerr, ErrLockAlreadyReleased) { // fn may have released it itself
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return fn(fctx, l)
 }

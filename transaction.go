@@ -33,7 +33,7 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 	l.mu.Unlock()
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 		TableName:                           aws.String(c.tableName),
-		Key:                                 c.itemKey(l.partitionKey),
+		Key:                                 l.itemKey(),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            b.names,
 		ExpressionAttributeValues:           b.values,
@@ -60,9 +60,14 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // transaction was cancelled because this item's condition failed; it
 // returns its arguments unchanged.
 //
-// It is safe while background heartbeats run: heartbeats recognise this
-// acquisition by its fencing token, so a renewal by the transaction does
-// not make them fail.
+// It is safe while background heartbeats run: a heartbeat that finds the
+// record version number moved by this transaction recognises the
+// acquisition by owner and fencing token and goes on. The other way round,
+// a heartbeat that lands between this call and the transaction makes the
+// transaction fail (cancelled, the lock still held): build a new item and
+// retry. Never send one item twice after the lock was renewed in between;
+// call TransactionWithRefresh for each attempt. With background heartbeats
+// running, [Lock.TransactionCondition] alone is usually what you want.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
 	if l == nil || l.client == nil {
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
@@ -72,17 +77,25 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	c := l.client
 	b := newExprBuilder()
 	rvn := newRVN()
+	// Wait for a heartbeat in flight, so the RVN this write expects is the
+	// latest one this holder knows.
+	l.opMu.Lock()
 	created := time.Now()
 	l.mu.Lock()
-	cond := l.guardCondition(b)
+	cond := l.guardCondition(b) + " AND " + b.name("#v", attrRVN) + " IN (" + b.value(":cur", attrS(l.rvn)) +
+		", " + b.value(":nv", attrS(rvn))
+	if l.pending != nil {
+		cond += ", " + b.value(":pv", attrS(l.pending.rvn))
+	}
+	cond += ")"
 	lease := l.leaseDuration
 	l.mu.Unlock()
-	update := "SET " + b.name("#v", attrRVN) + " = " + b.value(":nv", attrS(rvn)) +
-		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease))) +
+	l.opMu.Unlock()
+	update := "SET #v = :nv, " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease))) +
 		c.expirySets(b, created, lease)
 	item := types.TransactWriteItem{Update: &types.Update{
 		TableName:                           aws.String(c.tableName),
-		Key:                                 c.itemKey(l.partitionKey),
+		Key:                                 l.itemKey(),
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            b.names,
@@ -96,16 +109,18 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 			return out, err
 		}
 		var tce *types.TransactionCanceledException
-		if errors.As(err, &tce) && l.cancelledHere(tce) {
-			l.lose(ErrLockTakenOver, err)
+		if errors.As(err, &tce) {
+			if item := l.cancelledHere(tce); item != nil && !l.adoptMovedRVN(item) {
+				l.lose(ErrLockTakenOver, err)
+			}
 		}
 		return out, err
 	}
 }
 
-// cancelledHere reports whether a cancelled transaction failed on this
-// lock's condition, recognised by the item that came back with the reason.
-func (l *Lock) cancelledHere(tce *types.TransactionCanceledException) bool {
+// cancelledHere returns the item that came back with a cancellation reason
+// for this lock's condition, or nil when the transaction failed elsewhere.
+func (l *Lock) cancelledHere(tce *types.TransactionCanceledException) map[string]types.AttributeValue {
 	c := l.client
 	for _, r := range tce.CancellationReasons {
 		if aws.ToString(r.Code) != "ConditionalCheckFailed" {
@@ -118,13 +133,13 @@ func (l *Lock) cancelledHere(tce *types.TransactionCanceledException) bool {
 		if pk == nil || pk.Value != l.partitionKey {
 			continue
 		}
-		if c.sortKey != nil {
+		if l.sortKey != nil {
 			sk, _ := r.Item[c.sortKeyName].(*types.AttributeValueMemberS)
-			if sk == nil || sk.Value != *c.sortKey {
+			if sk == nil || sk.Value != *l.sortKey {
 				continue
 			}
 		}
-		return true
+		return r.Item
 	}
-	return false
+	return nil
 }
