@@ -5,12 +5,17 @@
 #                    DYNAMODB_ENDPOINT is set, use that endpoint and start nothing
 #   make test-short  same, with -short
 #   make lint        go vet + staticcheck
+#   make demo        cmd/lock-example against a DynamoDB Local started for it:
+#                    two processes on one lock never overlap (scripts/demo.sh)
+#   make bench       Go benchmarks, then cmd/lockbench against a DynamoDB Local
+#                    started for it: writes docs/BENCHMARKS.md and
+#                    docs/benchmarks.png (about 10 minutes; not part of test)
 
 GO       ?= go
 DDBLOCAL := bash scripts/ddblocal.sh
 TEST_FLAGS ?= -race -count=1 -timeout 9m
 
-.PHONY: all ddblocal test test-short lint
+.PHONY: all ddblocal test test-short lint demo bench
 
 all: lint test
 
@@ -29,3 +34,10 @@ test-short:
 lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+
+demo:
+	@bash scripts/demo.sh
+
+bench:
+	@mkdir -p .cache
+	@$(DDBLOCAL) run bash -c 'set -o pipefail; $(GO) test -run "^$$" -bench . -benchmem -count 1 . | tee .cache/gobench.txt && $(GO) run ./cmd/lockbench all -gobench .cache/gobench.txt'

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2"
+)
+
+// anySortKey stands in for the sort key value of a client that only lists
+// or creates the table: the library needs one with the attribute name.
+const anySortKey = "*"
+
+// runAdmin runs the subcommands that inspect and manage the lock table.
+func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) int {
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "lock-example: "+format+"\n", a...)
+	}
+	want := map[string]int{"create-table": 0, "list": 0, "show": 1, "force-release": 1}[sub]
+	if len(args) != want {
+		logf("%s takes %d argument(s), got %q; see lock-example --help", sub, want, args)
+		if len(args) > want {
+			logf("to run a command under a lock named %q, write: lock-example [flags] -- %s <command>", sub, sub)
+		}
+		return exitSetup
+	}
+	if sub == "force-release" && cfg.owner == "" {
+		logf("force-release needs --owner: the lock's current owner, as list and show print it")
+		return exitSetup
+	}
+	_, sortValue, hasValue := strings.Cut(cfg.sortKey, "=")
+	if (sub == "create-table" || sub == "list") && cfg.sortKey != "" && !hasValue {
+		cfg.sortKey += "=" + anySortKey
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	client, db, err := cfg.newClient(stderr, dynamolock.DisableHeartbeat())
+	if err != nil {
+		logf("%v", err)
+		return exitSetup
+	}
+	defer func() {
+		if err := client.Close(); err != nil {
+			logf("%v", err)
+		}
+	}()
+
+	switch sub {
+	case "create-table":
+		created, err := createTable(ctx, cfg, client, db)
+		if err != nil {
+			logf("%v", err)
+			return exitSetup
+		}
+		if created {
+			fmt.Fprintf(stdout, "created table %q\n", cfg.table)
+		} else {
+			fmt.Fprintf(stdout, "table %q already exists\n", cfg.table)
+		}
+		return exitOK
+	case "list":
+		filter := ""
+		if hasValue {
+			filter = sortValue
+		}
+		return listLocks(ctx, cfg, client, filter, stdout, stderr)
+	}
+
+	view, err := client.GetWithContext(ctx, args[0])
+	switch {
+	case err != nil:
+		logf("%v", err)
+		return exitSetup
+	case view.OwnerName() == "":
+		logf("no lock %q in table %q", args[0], cfg.table)
+		return exitNoSuchKey
+	case sub == "show":
+		if err := printLock(stdout, view, cfg.json); err != nil {
+			logf("%v", err)
+			return exitSetup
+		}
+		return exitOK
+	case view.IsReleased():
+		fmt.Fprintf(stdout, "lock %q is already released\n", args[0])
+		return exitOK
+	case view.OwnerName() != cfg.owner:
+		logf("lock %q is held by %q, not %q: nothing released", args[0], view.OwnerName(), cfg.owner)
+		return exitSetup
+	}
+	// The release is conditioned on the owner and the record version number
+	// just read: if the owner renewed the lock meanwhile, it is alive and
+	// nothing is released.
+	if _, err := client.ReleaseLockWithContext(ctx, view); err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			logf("lock %q changed since it was read (renewed by a live owner, or taken): nothing released", args[0])
+		} else {
+			logf("%v", err)
+		}
+		return exitSetup
+	}
+	fmt.Fprintf(stdout, "released lock %q of owner %q (fencing token %d)\n", args[0], view.OwnerName(), view.FencingToken())
+	return exitOK
+}
+
+// ensureTable creates the table unless it exists.
+func ensureTable(ctx context.Context, cfg *config, client *dynamolock.Client, db *dynamodb.Client) error {
+	_, err := createTable(ctx, cfg, client, db)
+	return err
+}
+
+// createTable creates the table and waits until it is ACTIVE. It reports
+// false when the table already existed.
+func createTable(ctx context.Context, cfg *config, client *dynamolock.Client, db *dynamodb.Client) (bool, error) {
+	exists, err := client.TableExists(ctx)
+	if err != nil || exists {
+		return false, err
+	}
+	_, err = client.CreateTableWithContext(ctx, cfg.table)
+	var inUse *types.ResourceInUseException
+	if !errors.As(err, &inUse) {
+		return err == nil, err
+	}
+	// Someone else is creating it right now: wait until it can be used.
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(cfg.table)})
+		if err != nil {
+			return false, fmt.Errorf("waiting for table %q: %w", cfg.table, err)
+		}
+		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("waiting for table %q: %w", cfg.table, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// lockJSON is a lock as list --json and show --json print it.
+type lockJSON struct {
+	Key                 string `json:"key"`
+	SortKey             string `json:"sortKey,omitempty"`
+	Owner               string `json:"owner"`
+	LeaseDuration       string `json:"leaseDuration"`
+	Released            bool   `json:"released"`
+	FencingToken        uint64 `json:"fencingToken"`
+	RecordVersionNumber string `json:"recordVersionNumber"`
+	DataSize            int    `json:"dataSize"`
+	Data                []byte `json:"data,omitempty"` // base64
+}
+
+func toJSON(l *dynamolock.Lock) lockJSON {
+	return lockJSON{
+		Key:                 l.PartitionKey(),
+		SortKey:             l.SortKey(),
+		Owner:               l.OwnerName(),
+		LeaseDuration:       l.LeaseDuration().String(),
+		Released:            l.IsReleased(),
+		FencingToken:        l.FencingToken(),
+		RecordVersionNumber: l.RecordVersionNumber(),
+		DataSize:            len(l.Data()),
+		Data:                l.Data(),
+	}
+}
+
+func printLock(w io.Writer, l *dynamolock.Lock, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(toJSON(l))
+	}
+	j := toJSON(l)
+	row := func(k string, v any) { fmt.Fprintf(w, "%-15s %v\n", k+":", v) }
+	row("key", j.Key)
+	if j.SortKey != "" {
+		row("sort key", j.SortKey)
+	}
+	row("owner", j.Owner)
+	row("lease", j.LeaseDuration)
+	row("released", yesNo(j.Released))
+	row("fencing token", j.FencingToken)
+	row("record version", j.RecordVersionNumber)
+	row("data size", j.DataSize)
+	if j.DataSize > 0 {
+		row("data", dataText(j.Data))
+	}
+	return nil
+}
+
+// dataText shows data as quoted text when it is UTF-8, else as base64.
+func dataText(b []byte) string {
+	if utf8.Valid(b) {
+		return fmt.Sprintf("%q", b)
+	}
+	return "base64:" + base64.StdEncoding.EncodeToString(b)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

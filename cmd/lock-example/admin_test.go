@@ -1,0 +1,101 @@
+//go:build unix
+
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestInspection covers create-table, list, show and force-release.
+func TestInspection(t *testing.T) {
+	t.Parallel()
+	table := tableName(t)
+	p := runTool(t, "--table", table, "create-table")
+	wantCode(t, p, exitOK)
+	if !strings.Contains(p.stdout.String(), "created") {
+		t.Errorf("create-table: %s", p.stdout.String())
+	}
+	p = runTool(t, "--table", table, "create-table")
+	wantCode(t, p, exitOK)
+	if !strings.Contains(p.stdout.String(), "already exists") {
+		t.Errorf("create-table of an existing table: %s", p.stdout.String())
+	}
+
+	wantCode(t, runTool(t, flagsFor(table, "--data", "x", "a", "true")...), exitOK)
+	wantCode(t, runTool(t, flagsFor(table, "--owner", "host-b", "b", "sh", "-c", "exit 2")...), 2)
+
+	p = runTool(t, "--table", table, "list", "--json")
+	wantCode(t, p, exitOK)
+	var locks []lockJSON
+	if err := json.Unmarshal([]byte(p.stdout.String()), &locks); err != nil {
+		t.Fatalf("list --json: %v\n%s", err, p.stdout.String())
+	}
+	if len(locks) != 2 || locks[0].Key != "a" || !locks[0].Released || locks[0].DataSize != 1 ||
+		locks[1].Key != "b" || locks[1].Released || locks[1].Owner != "host-b" || locks[1].LeaseDuration != "3s" {
+		t.Errorf("list --json: %+v", locks)
+	}
+
+	p = runTool(t, "--table", table, "list")
+	wantCode(t, p, exitOK)
+	out := p.stdout.String()
+	for _, s := range []string{"KEY", "OWNER", "FENCING TOKEN", "host-b", "\nb "} {
+		if !strings.Contains(out, s) {
+			t.Errorf("list output lacks %q:\n%s", s, out)
+		}
+	}
+
+	p = runTool(t, "--table", table, "show", "b")
+	wantCode(t, p, exitOK)
+	if !strings.Contains(p.stdout.String(), "host-b") {
+		t.Errorf("show: %s", p.stdout.String())
+	}
+	wantCode(t, runTool(t, "--table", table, "show", "nothing"), exitNoSuchKey)
+
+	// b's holder failed and kept it; force-release it, naming its owner.
+	wantCode(t, runTool(t, "--table", table, "force-release", "b"), exitSetup)
+	wantCode(t, runTool(t, "--table", table, "force-release", "--owner", "someone-else", "b"), exitSetup)
+	if l := show(t, table, "b"); l.Released {
+		t.Fatal("force-release with the wrong owner released the lock")
+	}
+	wantCode(t, runTool(t, "--table", table, "force-release", "--owner", "host-b", "b"), exitOK)
+	if l := show(t, table, "b"); !l.Released {
+		t.Fatal("force-release did not release the lock")
+	}
+	wantCode(t, runTool(t, "--table", table, "force-release", "--owner", "host-b", "nothing"), exitNoSuchKey)
+	wantCode(t, runTool(t, flagsFor(table, "b", "true")...), exitOK)
+}
+
+// TestSortKey runs two commands at once under one lock name with different
+// sort key values: they lock independently.
+func TestSortKey(t *testing.T) {
+	t.Parallel()
+	table := tableName(t)
+	wantCode(t, runTool(t, "--table", table, "--sort-key", "scope", "create-table"), exitOK)
+	dir := t.TempDir()
+	var procs []*proc
+	for _, scope := range []string{"a", "b"} {
+		// Each job waits until both run: only possible if both hold a lock.
+		job := `touch "$D/` + scope + `"; while [ ! -e "$D/a" ] || [ ! -e "$D/b" ]; do sleep 0.05; done`
+		procs = append(procs, startTool(t, flagsFor(table, "--sort-key", "scope="+scope, "job", "sh", "-c", "D="+dir+"; "+job)...))
+	}
+	for _, p := range procs {
+		p.wait(t)
+		wantCode(t, p, exitOK)
+	}
+	p := runTool(t, "--table", table, "--sort-key", "scope", "list", "--json")
+	wantCode(t, p, exitOK)
+	var locks []lockJSON
+	if err := json.Unmarshal([]byte(p.stdout.String()), &locks); err != nil {
+		t.Fatal(err)
+	}
+	if len(locks) != 2 || locks[0].SortKey != "a" || locks[1].SortKey != "b" {
+		t.Errorf("list --json: %+v", locks)
+	}
+	p = runTool(t, "--table", table, "--sort-key", "scope=b", "list", "--json")
+	wantCode(t, p, exitOK)
+	if err := json.Unmarshal([]byte(p.stdout.String()), &locks); err != nil || len(locks) != 1 {
+		t.Errorf("list --sort-key scope=b: %v %s", err, p.stdout.String())
+	}
+}

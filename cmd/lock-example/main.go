@@ -1,0 +1,281 @@
+// Command lock-example runs a command while holding a dynamolock lock, so
+// that it never runs on two hosts at once, and inspects the lock table.
+//
+//	lock-example [flags] <lock-name> <command> [args...]
+//	lock-example [flags] create-table
+//	lock-example [flags] list [--json]
+//	lock-example [flags] show [--json] <lock-name>
+//	lock-example [flags] force-release --owner <owner> <lock-name>
+//
+// Run `lock-example --help` for the flags, the exit status and examples;
+// README.md beside this file says the same at more length.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/arielsrv/dynamolock/v2"
+)
+
+// Exit status of lock-example itself. Every other status is the command's
+// own. 75 is sysexits' EX_TEMPFAIL ("try again later"); 125-127 mean what
+// they mean for timeout(1) and env(1).
+const (
+	exitOK        = 0
+	exitBusy      = 75  // lock held by someone else, or --timeout passed while waiting
+	exitLockLost  = 76  // lock lost while the command ran; the command was stopped
+	exitSetup     = 125 // usage or setup error: bad flags, no table, DynamoDB unreachable
+	exitCannotRun = 126 // the command was found but could not be started
+	exitNotFound  = 127 // the command was not found
+	exitNoSuchKey = 1   // show / force-release: no lock item with that name
+)
+
+const usageText = `Usage:
+  lock-example [flags] <lock-name> <command> [args...]
+  lock-example [flags] create-table
+  lock-example [flags] list [--json]
+  lock-example [flags] show [--json] <lock-name>
+  lock-example [flags] force-release --owner <owner> <lock-name>
+
+Runs <command> while holding the lock <lock-name> in a DynamoDB table, so
+that it never runs in two places at once: a cron job that must run on one
+host at a time, a deploy step that must never overlap.
+
+The command is run directly (no shell: write sh -c '...' for one), with
+stdin, stdout and stderr passed through, in its own process group. SIGINT,
+SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to lock-example are
+forwarded to that group. The command's environment also holds
+DYNAMOLOCK_NAME, DYNAMOLOCK_OWNER and DYNAMOLOCK_FENCING_TOKEN: the token
+grows by one with every acquisition of the lock, so stores that remember
+the highest token seen can reject a writer that lost the lock.
+
+While the command runs, the lock is renewed every --heartbeat. If the lock
+is lost (another owner took it, or DynamoDB could not be reached before the
+lease ran out), the command's process group gets SIGTERM, then SIGKILL after
+--kill-grace, and lock-example exits with 76.
+
+When the command ends, lock-example exits with the command's own status.
+On success the lock is released; the item stays, with the --data of this
+run readable through show and list. When the command fails (non-zero
+status, or killed by a signal), the lock is kept until its lease runs out,
+so that a failed job is not at once run again elsewhere; --release-on-error
+releases it instead.
+
+A held lock makes lock-example exit at once with 75, unless
+--wait-for-lock: then it waits until the lock is released, or taken over
+because its holder stopped renewing it, for at most --timeout. A holder that
+died without releasing is noticed only by watching the lock unchanged for a
+full lease: a run without --wait-for-lock (or with a --timeout shorter than
+the holder's lease) keeps exiting with 75 until force-release removes it.
+
+Exit status:
+  0-255  the command's own status (128+N when a signal N killed it)
+  75     the lock is busy (no --wait-for-lock), or --timeout passed while waiting
+  76     the lock was lost while the command ran; the command was stopped
+  125    usage or setup error: bad flags, table missing, DynamoDB unreachable
+         (also when found out while waiting: never reported as 75)
+  126    the command could not be started
+  127    the command was not found
+  130    interrupted (SIGINT) while waiting for the lock; 143 for SIGTERM (128+N)
+  For show and force-release: 0 done, 1 no such lock, 125 error.
+
+Subcommands (a lock named like one is run with: lock-example [flags] -- <lock-name> <command>):
+  create-table   create the table (and its sort key with --sort-key NAME);
+                 an existing table is not an error
+  list           list every lock: key, sort key, owner, lease, released,
+                 fencing token, data size; --json prints a JSON array
+  show           print one lock, with its data; --json prints a JSON object
+  force-release  release a lock whose holder died; --owner must name its
+                 current owner, as list and show print it. A live holder loses
+                 the lock at its next heartbeat.
+
+DynamoDB endpoint and credentials:
+  DYNAMODB_ENDPOINT, else AWS_ENDPOINT_URL_DYNAMODB, else AWS_ENDPOINT_URL
+  (unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true), else DynamoDB in
+  the region. Region and credentials come from the AWS SDK's default chain:
+  AWS_REGION, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the
+  shared config files, SSO, container and instance roles. With an endpoint
+  set and no region, keys or profile, region us-east-1 and dummy
+  credentials are used, as DynamoDB Local accepts any.
+
+Examples:
+  # Run the nightly backup on one host only; another host skips it (exit 75).
+  lock-example nightly-backup /usr/local/bin/backup --full
+
+  # Deploy; if a deploy is running, wait up to 10 minutes for it to end.
+  lock-example --wait-for-lock --timeout 10m deploy-prod ./deploy.sh v1.2.3
+
+  # Against DynamoDB Local: create the table, run, look at the lock.
+  export DYNAMODB_ENDPOINT=http://127.0.0.1:8000
+  lock-example --create-table --data "$(hostname)" demo sh -c 'echo start; sleep 2; echo end'
+  lock-example list
+
+Flags:
+`
+
+var subcommands = []string{"create-table", "list", "show", "force-release"}
+
+// config holds the flags.
+type config struct {
+	table          string
+	partitionKey   string
+	sortKey        string // NAME=VALUE, or NAME for create-table and list
+	owner          string
+	data           string
+	waitForLock    bool
+	timeout        time.Duration
+	lease          time.Duration
+	heartbeat      time.Duration
+	killGrace      time.Duration
+	releaseOnError bool
+	createTable    bool
+	json           bool
+	verbose        bool
+}
+
+func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("lock-example", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.table, "table", "locks", "DynamoDB table holding the locks")
+	fs.StringVar(&cfg.partitionKey, "partition-key-name", dynamolock.DefaultPartitionKeyName, "partition key attribute of the table")
+	fs.StringVar(&cfg.sortKey, "sort-key", "", "NAME=VALUE: lock under sort key VALUE in attribute NAME (tables with a sort key);\nNAME alone for create-table and list")
+	fs.StringVar(&cfg.owner, "owner", "", "owner name written in the lock (default: host name and a random UUID);\nfor force-release, the owner the lock must have")
+	fs.StringVar(&cfg.data, "data", "", "data stored in the lock item, readable with show and list, also after release")
+	fs.BoolVar(&cfg.waitForLock, "wait-for-lock", false, "wait while the lock is held instead of exiting with 75")
+	fs.DurationVar(&cfg.timeout, "timeout", 0, "longest wait for the lock; implies --wait-for-lock (0: no limit)")
+	fs.DurationVar(&cfg.lease, "lease", dynamolock.DefaultLeaseDuration, "lease duration: how long the lock outlives its last heartbeat")
+	fs.DurationVar(&cfg.heartbeat, "heartbeat", 0, "heartbeat period, at most half the lease (0: a quarter of --lease)")
+	fs.DurationVar(&cfg.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	fs.BoolVar(&cfg.releaseOnError, "release-on-error", false, "release the lock also when the command fails (default: keep it until the lease runs out)")
+	fs.BoolVar(&cfg.createTable, "create-table", false, "create the table first if it does not exist")
+	fs.BoolVar(&cfg.json, "json", false, "list, show: print JSON")
+	fs.BoolVar(&cfg.verbose, "verbose", false, "log lock events to stderr")
+	// flag calls Usage on every parse error; run prints the help itself.
+	fs.Usage = func() {}
+	return fs
+}
+
+// printHelp writes the usage text and the flags to w.
+func printHelp(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, usageText)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run parses args and runs the chosen mode; it returns the exit status.
+func run(args []string, stdin, stdout, stderr *os.File) int {
+	cfg := &config{}
+	fs := newFlagSet(cfg, stderr)
+	if err := fs.Parse(args); err != nil {
+		return parseFailed(fs, err, stdout, stderr)
+	}
+	rest := fs.Args()
+	// flag drops a "--" that ends the flags; it makes the next word a lock
+	// name even when it is spelled like a subcommand.
+	dashdash := len(rest) < len(args) && args[len(args)-len(rest)-1] == "--"
+	if len(rest) == 1 && rest[0] == "help" && !dashdash {
+		printHelp(fs, stdout)
+		return exitOK
+	}
+	if len(rest) > 0 && slices.Contains(subcommands, rest[0]) && !dashdash {
+		pos, err := parseInterspersed(fs, rest[1:])
+		if err != nil {
+			return parseFailed(fs, err, stdout, stderr)
+		}
+		return runAdmin(cfg, rest[0], pos, stdout, stderr)
+	}
+	if len(rest) < 2 {
+		fmt.Fprintln(stderr, "lock-example: need a lock name and a command; see lock-example --help")
+		return exitSetup
+	}
+	return runLocked(cfg, rest[0], rest[1:], stdin, stdout, stderr)
+}
+
+// parseFailed handles a flag error: --help prints the help, anything else
+// (which flag has reported) is a usage error.
+func parseFailed(fs *flag.FlagSet, err error, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		printHelp(fs, stdout)
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "lock-example: see lock-example --help")
+	return exitSetup
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// the positional arguments of a subcommand.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// clientOptions turns the flags into the lock client's options.
+func (c *config) clientOptions(stderr io.Writer) ([]dynamolock.ClientOption, error) {
+	opts := []dynamolock.ClientOption{
+		dynamolock.WithPartitionKeyName(c.partitionKey),
+		dynamolock.WithLeaseDuration(c.lease),
+	}
+	hb := c.heartbeat
+	if hb == 0 {
+		hb = c.lease / 4
+	}
+	if hb <= 0 {
+		return nil, fmt.Errorf("--heartbeat %s: must be positive", hb)
+	}
+	opts = append(opts, dynamolock.WithHeartbeatPeriod(hb))
+	if c.owner != "" {
+		opts = append(opts, dynamolock.WithOwnerName(c.owner))
+	}
+	if c.sortKey != "" {
+		name, value, ok := strings.Cut(c.sortKey, "=")
+		if !ok || name == "" || value == "" {
+			return nil, fmt.Errorf("--sort-key %q: want NAME=VALUE", c.sortKey)
+		}
+		opts = append(opts, dynamolock.WithSortKey(name, value))
+	}
+	if c.verbose {
+		opts = append(opts, dynamolock.WithSlog(newLogger(stderr)))
+	}
+	return opts, nil
+}
+
+// newClient connects to DynamoDB and builds a lock client from the flags.
+func (c *config) newClient(stderr io.Writer, extra ...dynamolock.ClientOption) (*dynamolock.Client, *dynamodb.Client, error) {
+	opts, err := c.clientOptions(stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := newDynamoDB(context.Background(), os.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := dynamolock.New(db, c.table, append(opts, extra...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return client, db, nil
+}
