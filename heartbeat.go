@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -193,15 +192,7 @@ func (c *Client) heartbeatInput(l *Lock, id identity, p pendingWrite, lease time
 	} else {
 		cond = id.condition(b, p.rvn)
 	}
-	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.tableName),
-		Key:                                 l.itemKey(),
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	return c.guardedUpdate(l.itemKey(), b, update, cond)
 }
 
 // renewed records a successful write of rvn first sent at sent: the lease

@@ -145,15 +145,22 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 	if data != nil {
 		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
 	}
-	_, err = c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = c.db.UpdateItem(ctx, c.guardedUpdate(l.itemKey(), b, update, cond))
+	c.metrics.call(ctx, "UpdateItem")
+	return err
+}
+
+// guardedUpdate is a conditional UpdateItem of a held lock's item that, on
+// failure, returns the item (so the caller can tell whether it is still this
+// acquisition's).
+func (c *Client) guardedUpdate(key map[string]types.AttributeValue, b *exprBuilder, update, cond string) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.tableName),
-		Key:                                 l.itemKey(),
+		Key:                                 key,
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            b.names,
 		ExpressionAttributeValues:           b.values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	c.metrics.call(ctx, "UpdateItem")
-	return err
+	}
 }
