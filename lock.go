@@ -187,16 +187,10 @@ func (l *Lock) IsExpired() bool {
 	if l == nil {
 		return true
 	}
+	l.loseIfLapsed()
 	l.mu.Lock()
-	expired := l.isExpiredLocked(time.Now())
-	lapsed := expired && l.state == stateHeld
-	l.mu.Unlock()
-	if lapsed {
-		// The scheduler is about to declare it; do it now, so that
-		// IsExpired, Done and Err never disagree.
-		l.lose(ErrLeaseExpired, nil)
-	}
-	return expired
+	defer l.mu.Unlock()
+	return l.isExpiredLocked(time.Now())
 }
 
 func (l *Lock) isExpiredLocked(now time.Time) bool {
@@ -216,11 +210,27 @@ func (l *Lock) leaseEndLocked() time.Time { return l.lookupTime.Add(l.leaseDurat
 
 // Done returns a channel that is closed when the lock is released or lost.
 // For a read-only view or a nil lock it is already closed.
+//
+// A lease that has run out closes it at once, even before the heartbeat
+// scheduler gets to run: after a process pause, the first Done the holder
+// looks at is already closed.
 func (l *Lock) Done() <-chan struct{} {
 	if l == nil || l.ctx == nil {
 		return closedChan
 	}
+	l.loseIfLapsed()
 	return l.ctx.Done()
+}
+
+// loseIfLapsed declares a held lock lost if its lease has run out, so that
+// IsExpired, Done and Err never disagree with the clock.
+func (l *Lock) loseIfLapsed() {
+	l.mu.Lock()
+	lapsed := l.state == stateHeld && !time.Now().Before(l.leaseEndLocked())
+	l.mu.Unlock()
+	if lapsed {
+		l.lose(ErrLeaseExpired, nil)
+	}
 }
 
 // Err returns nil while the lock is held, [ErrLockAlreadyReleased] after it
@@ -230,17 +240,13 @@ func (l *Lock) Err() error {
 	if l == nil {
 		return ErrLockNotHeld
 	}
+	l.loseIfLapsed()
 	l.mu.Lock()
-	state, err := l.state, l.err
-	lapsed := state == stateHeld && !time.Now().Before(l.leaseEndLocked())
-	l.mu.Unlock()
-	switch {
-	case state == stateReadOnly:
+	defer l.mu.Unlock()
+	if l.state == stateReadOnly {
 		return ErrLockNotHeld
-	case lapsed:
-		return l.lose(ErrLeaseExpired, nil)
 	}
-	return err
+	return l.err
 }
 
 // Close releases the lock, as [Client.ReleaseLock] does.
