@@ -274,7 +274,8 @@ func TestDoReleasesAndReturnsFnError(t *testing.T) {
 func TestGoroutinesDoNotGrowWithLocks(t *testing.T) {
 	table := newTable(t, "")
 	db, _ := newDB(t)
-	c := newClient(t, db, table, dynamolock.WithLeaseDuration(2*time.Second), dynamolock.WithHeartbeatPeriod(500*time.Millisecond),
+	// A long lease: make test runs other packages' load tests beside this one.
+	c := newClient(t, db, table, dynamolock.WithLeaseDuration(6*time.Second), dynamolock.WithHeartbeatPeriod(1500*time.Millisecond),
 		dynamolock.WithHeartbeatConcurrency(8))
 	ctx := context.Background()
 	_, err := c.AcquireLockWithContext(ctx, "first")
@@ -295,7 +296,7 @@ func TestGoroutinesDoNotGrowWithLocks(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 500, c.Stats().HeldLocks)
 	sent := c.Stats().HeartbeatsSent
-	waitFor(t, 10*time.Second, "a round of heartbeats", func() bool { return c.Stats().HeartbeatsSent >= sent+500 })
+	waitFor(t, 20*time.Second, "a round of heartbeats", func() bool { return c.Stats().HeartbeatsSent >= sent+500 })
 	peak := libraryGoroutines()
 	assert.LessOrEqual(t, peak, base+8, "goroutines: at most the heartbeat concurrency more than with one lock")
 	assert.GreaterOrEqual(t, base, 1, "the scheduler runs")
@@ -314,4 +315,23 @@ func libraryGoroutines() int {
 		}
 	}
 	return n
+}
+
+// Do's context reports the loss on fn's first look after the lease ran out,
+// even before the scheduler goroutine runs (as after a process pause).
+func TestDoContextSeesALapsedLeaseAtOnce(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	c := newClient(t, db, table, dynamolock.DisableHeartbeat(), dynamolock.WithLeaseDuration(lease))
+	err := c.Do(context.Background(), "k", func(ctx context.Context, l *dynamolock.Lock) error {
+		start := time.Now()
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		for time.Since(start) <= lease { // busy past the lease, as a paused holder would be
+		}
+		assert.True(t, closedWithin(ctx.Done(), 0), "Done is closed on the first look")
+		assert.Error(t, ctx.Err())
+		return nil
+	})
+	assert.ErrorIs(t, err, dynamolock.ErrLockLost, "the release reports the loss")
 }

@@ -269,7 +269,7 @@ func TestMetricsAndLogs(t *testing.T) {
 				for _, p := range d.DataPoints {
 					key := m.Name
 					for _, kv := range p.Attributes.ToSlice() {
-						key += "|" + string(kv.Key) + "=" + kv.Value.Emit()
+						key += "|" + string(kv.Key) + "=" + kv.Value.String()
 					}
 					sums[key] += p.Value
 				}

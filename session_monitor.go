@@ -68,9 +68,10 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if aerr != nil {
 		return aerr
 	}
-	fctx, cancel := context.WithCancelCause(ctx)
+	inner, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	fctx := lockContext{Context: inner, l: l}
 	// Release even if fn panics, so a recovered panic leaks no lock.
 	defer func() {
 		stop()
@@ -82,4 +83,36 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 		}
 	}()
 	return fn(fctx, l)
+}
+
+// lockContext is the context Do gives fn. Its Done and Err look at the
+// lock's lease first, like [Lock.Done], so that fn resumed after a pause
+// past the lease sees the loss on its first check, even before the
+// goroutine that cancels the context has run.
+type lockContext struct {
+	context.Context
+	l *Lock
+}
+
+func (c lockContext) Done() <-chan struct{} {
+	if d := c.l.Done(); isClosed(d) {
+		return d
+	}
+	return c.Context.Done()
+}
+
+func (c lockContext) Err() error {
+	if isClosed(c.l.Done()) {
+		return context.Canceled
+	}
+	return c.Context.Err()
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

@@ -20,10 +20,11 @@ import (
 // "ConditionalCheckFailed". That is what makes writes safe even when this
 // process was paused past its lease: see the package documentation.
 //
-// For a nil lock it returns a zero TransactWriteItem, which DynamoDB
-// rejects, so the transaction cannot commit.
+// For a nil lock or a read-only view (from [Client.Get] or a listing) it
+// returns a zero TransactWriteItem, which DynamoDB rejects, so the
+// transaction cannot commit.
 func (l *Lock) TransactionCondition() types.TransactWriteItem {
-	if l == nil || l.client == nil {
+	if l == nil || l.client == nil || l.readOnly() {
 		return types.TransactWriteItem{}
 	}
 	c := l.client
@@ -69,7 +70,7 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // call TransactionWithRefresh for each attempt. With background heartbeats
 // running, [Lock.TransactionCondition] alone is usually what you want.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
-	if l == nil || l.client == nil {
+	if l == nil || l.client == nil || l.readOnly() {
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 			return out, err
 		}
@@ -142,4 +143,10 @@ func (l *Lock) cancelledHere(tce *types.TransactionCanceledException) map[string
 		return r.Item
 	}
 	return nil
+}
+
+func (l *Lock) readOnly() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == stateReadOnly
 }
