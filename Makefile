@@ -41,3 +41,11 @@ demo:
 bench:
 	@mkdir -p .cache
 	@$(DDBLOCAL) run bash -c 'set -o pipefail; $(GO) test -run "^$$" -bench . -benchmem -count 1 . | tee .cache/gobench.txt && $(GO) run ./cmd/lockbench all -gobench .cache/gobench.txt'
+
+# make reliability: the full reliability suite (about 10 minutes): worker
+# processes contending for locks under network faults, service errors,
+# process pauses and DynamoDB Local restarts; writes docs/RELIABILITY.md.
+# `make test` runs its short form.
+.PHONY: reliability
+reliability:
+	@$(DDBLOCAL) run $(GO) test -race -count=1 -timeout 30m -v ./internal/reliability -reliability.full -reliability.report=$(CURDIR)/docs/RELIABILITY.md

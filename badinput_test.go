@@ -1,0 +1,349 @@
+package dynamolock_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/arielsrv/dynamolock/v2"
+)
+
+// badInput is one bad input to the public API and the error it must get:
+// an error matching want with errors.Is and, for an *InvalidArgumentError,
+// naming the option or argument (names) in its message. None of them may
+// reach DynamoDB.
+type badInput struct {
+	name  string
+	call  func() error
+	want  error
+	names string // substring of the error naming the bad option, argument or value
+}
+
+// narrowDB has only the methods of dynamolock.DynamoDBClient: no Scan,
+// Query, DescribeTable, TransactWriteItems or UpdateTimeToLive.
+type narrowDB struct{ dynamolock.DynamoDBClient }
+
+// TestBadInput is the table of every bad input the API can receive. Each
+// one fails fast with a typed error that names the bad value, and no
+// DynamoDB call is made.
+func TestBadInput(t *testing.T) {
+	table := newTable(t, "")
+	db, calls := newDB(t)
+	ctx := context.Background()
+	c := newClient(t, db, table, fast...)
+	other := newClient(t, db, table, fast...)
+
+	held, err := c.AcquireLockWithContext(ctx, "held")
+	require.NoError(t, err)
+	othersLock, err := other.AcquireLockWithContext(ctx, "others")
+	require.NoError(t, err)
+	released, err := c.AcquireLockWithContext(ctx, "released")
+	require.NoError(t, err)
+	_, err = c.ReleaseLockWithContext(ctx, released)
+	require.NoError(t, err)
+	view, err := c.GetWithContext(ctx, "others")
+	require.NoError(t, err)
+	releasedView, err := other.GetWithContext(ctx, "released") // c's released item seen by other
+	require.NoError(t, err)
+	ownReleasedView, err := c.GetWithContext(ctx, "released")
+	require.NoError(t, err)
+	expiring := newClient(t, db, table, dynamolock.DisableHeartbeat(), dynamolock.WithLeaseDuration(200*time.Millisecond))
+	lost, err := expiring.AcquireLockWithContext(ctx, "lost")
+	require.NoError(t, err)
+	require.True(t, closedWithin(lost.Done(), 3*time.Second))
+	closed, err := dynamolock.New(db, table)
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	narrow := newClient(t, narrowDB{db}, table)
+	fresh := table + "_fresh" // CreateTable must not create it
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &fresh})
+	})
+	big := make([]byte, 400*1024)
+	bigS := strings.Repeat("x", 400*1024)
+
+	newErr := func(db dynamolock.DynamoDBClient, table string, opts ...dynamolock.ClientOption) func() error {
+		return func() error {
+			cl, err := dynamolock.New(db, table, opts...)
+			if err == nil {
+				_ = cl.Close()
+			}
+			return err
+		}
+	}
+	acquire := func(key string, opts ...dynamolock.AcquireLockOption) func() error {
+		return func() error {
+			l, err := c.AcquireLockWithContext(ctx, key, opts...)
+			if err == nil {
+				_, _ = c.ReleaseLockWithContext(ctx, l)
+			}
+			return err
+		}
+	}
+	beat := func(l *dynamolock.Lock, opts ...dynamolock.SendHeartbeatOption) func() error {
+		return func() error { return c.SendHeartbeatWithContext(ctx, l, opts...) }
+	}
+	release := func(cl *dynamolock.Client, l *dynamolock.Lock, opts ...dynamolock.ReleaseLockOption) func() error {
+		return func() error {
+			ok, err := cl.ReleaseLockWithContext(ctx, l, opts...)
+			if ok {
+				return errors.New("release reported success")
+			}
+			return err
+		}
+	}
+	createTable := func(cl *dynamolock.Client, name string, opts ...dynamolock.CreateTableOption) func() error {
+		return func() error { _, err := cl.CreateTableWithContext(ctx, name, opts...); return err }
+	}
+	listed := func(seq func(func(*dynamolock.Lock, error) bool)) func() error {
+		return func() error {
+			for _, err := range seq {
+				return err
+			}
+			return nil
+		}
+	}
+	attr := func(name string, v types.AttributeValue) dynamolock.AcquireLockOption {
+		return dynamolock.WithAdditionalAttributes(map[string]types.AttributeValue{name: v})
+	}
+	inv := dynamolock.ErrInvalidArgument
+
+	inputs := []badInput{
+		// New.
+		{"New: nil DynamoDBClient", newErr(nil, table), inv, "DynamoDBClient"},
+		{"New: empty table name", newErr(db, ""), inv, "table name"},
+		{"New: table name of 2 characters", newErr(db, "ab"), inv, `"ab"`},
+		{"New: table name with a space", newErr(db, "lock table"), inv, `"lock table"`},
+		{"New: table name of 256 characters", newErr(db, strings.Repeat("t", 256)), inv, "table name"},
+		{"New: empty partition key name", newErr(db, table, dynamolock.WithPartitionKeyName("")), inv, "WithPartitionKeyName"},
+		{"New: empty sort key name", newErr(db, table, dynamolock.WithSortKey("", "v")), inv, "WithSortKey"},
+		{"New: sort key named like the partition key", newErr(db, table, dynamolock.WithSortKey("key", "v")), inv, "WithSortKey"},
+		{"New: empty sort key value", newErr(db, table, dynamolock.WithSortKey("sk", "")), inv, "WithSortKey"},
+		{"New: sort key value over 1024 bytes", newErr(db, table, dynamolock.WithSortKey("sk", strings.Repeat("v", 1025))), inv, "WithSortKey"},
+		{"New: zero lease", newErr(db, table, dynamolock.WithLeaseDuration(0)), inv, "WithLeaseDuration"},
+		{"New: negative lease", newErr(db, table, dynamolock.WithLeaseDuration(-time.Second)), inv, "WithLeaseDuration"},
+		{"New: negative heartbeat period", newErr(db, table, dynamolock.WithHeartbeatPeriod(-time.Second)), inv, "WithHeartbeatPeriod"},
+		{"New: lease under twice the heartbeat period", newErr(db, table, dynamolock.WithLeaseDuration(9*time.Second)), inv, "WithLeaseDuration"},
+		{"New: zero heartbeat concurrency", newErr(db, table, dynamolock.WithHeartbeatConcurrency(0)), inv, "WithHeartbeatConcurrency"},
+		{"New: heartbeat concurrency over 1024", newErr(db, table, dynamolock.WithHeartbeatConcurrency(1025)), inv, "WithHeartbeatConcurrency"},
+		{"New: negative clock skew bound", newErr(db, table, dynamolock.WithClockSkewBound(-time.Millisecond)), inv, "WithClockSkewBound"},
+		{"New: TTL attribute named like the partition key", newErr(db, table, dynamolock.WithTTLAttribute("key")), inv, "WithTTLAttribute"},
+		{"New: TTL attribute named like the sort key", newErr(db, table, dynamolock.WithSortKey("sk", "v"), dynamolock.WithTTLAttribute("sk")), inv, "WithTTLAttribute"},
+	}
+	for _, name := range []string{"ownerName", "leaseDuration", "recordVersionNumber", "data", "isReleased", "fencingToken", "leaseExpiresAt"} {
+		inputs = append(inputs, badInput{"New: TTL attribute " + name, newErr(db, table, dynamolock.WithTTLAttribute(name)), inv, name})
+	}
+	inputs = append(inputs, []badInput{
+		// AcquireLock.
+		{"AcquireLock: empty key", acquire(""), inv, "key"},
+		{"AcquireLock: key over 2048 bytes", acquire(strings.Repeat("k", 2049)), inv, "2049 bytes"},
+		{"AcquireLock: zero refresh period", acquire("k", dynamolock.WithRefreshPeriod(0)), inv, "WithRefreshPeriod"},
+		{"AcquireLock: negative refresh period", acquire("k", dynamolock.WithRefreshPeriod(-time.Second)), inv, "WithRefreshPeriod"},
+		{"AcquireLock: negative additional wait", acquire("k", dynamolock.WithAdditionalTimeToWaitForLock(-time.Second)), inv, "WithAdditionalTimeToWaitForLock"},
+		{"AcquireLock: data over 400 KB", acquire("k", dynamolock.WithData(big)), inv, "WithData"},
+		{"AcquireLock: additional attribute with an empty name", acquire("k", attr("", s("x"))), inv, "WithAdditionalAttributes"},
+		{"AcquireLock: additional attribute with a nil value", acquire("k", attr("a", nil)), inv, `"a"`},
+		{"AcquireLock: session monitor safe time equal to the lease", acquire("k", dynamolock.WithSessionMonitor(time.Second, nil)), inv, "WithSessionMonitor"},
+		{"AcquireLock: session monitor safe time under the heartbeat", acquire("k", dynamolock.WithSessionMonitor(100*time.Millisecond, nil)), inv, "WithSessionMonitor"},
+		{"AcquireLock: session monitor safe time zero", acquire("k", dynamolock.WithSessionMonitor(0, nil)), inv, "WithSessionMonitor"},
+		{"AcquireLock: session monitor safe time negative", acquire("k", dynamolock.WithSessionMonitor(-time.Second, nil)), inv, "WithSessionMonitor"},
+		{"AcquireLock: closed client", func() error { _, err := closed.AcquireLockWithContext(ctx, "k"); return err }, dynamolock.ErrClientClosed, ""},
+	}...)
+	for _, name := range []string{"key", "ownerName", "leaseDuration", "recordVersionNumber", "data", "isReleased", "fencingToken", "leaseExpiresAt"} {
+		inputs = append(inputs, badInput{"AcquireLock: additional attribute " + name, acquire("k", attr(name, s("x"))), inv, name})
+	}
+	inputs = append(inputs, []badInput{
+		// ReleaseLock.
+		{"ReleaseLock: nil lock", release(c, nil), dynamolock.ErrCannotReleaseNullLock, ""},
+		{"ReleaseLock: data over 400 KB", release(c, held, dynamolock.WithDataAfterRelease(big)), inv, "WithDataAfterRelease"},
+		{"ReleaseLock: a released lock", release(c, released), dynamolock.ErrLockAlreadyReleased, ""},
+		{"ReleaseLock: a lost lock", release(expiring, lost), dynamolock.ErrLeaseExpired, ""},
+		{"ReleaseLock: another owner's lock", release(c, othersLock), dynamolock.ErrOwnerMismatched, "is held by"},
+		{"ReleaseLock: a read-only view of another owner's lock", release(c, view), dynamolock.ErrOwnerMismatched, "is held by"},
+		{"ReleaseLock: a read-only view of our own released item", release(c, ownReleasedView), dynamolock.ErrLockAlreadyReleased, ""},
+		{"ReleaseLock: a lock by another client that holds it", release(other, held), dynamolock.ErrOwnerMismatched, "is held by"},
+		{"ReleaseLock: closed client", release(closed, held), dynamolock.ErrClientClosed, ""},
+		{"Lock.Close: nil lock", func() error { var l *dynamolock.Lock; return l.Close() }, dynamolock.ErrCannotReleaseNullLock, ""},
+
+		// SendHeartbeat.
+		{"SendHeartbeat: nil lock", beat(nil), inv, "lock"},
+		{"SendHeartbeat: negative retries", beat(held, dynamolock.HeartbeatRetries(-1, 0)), inv, "HeartbeatRetries"},
+		{"SendHeartbeat: negative retry wait", beat(held, dynamolock.HeartbeatRetries(1, -time.Second)), inv, "HeartbeatRetries"},
+		{"SendHeartbeat: negative lease to ensure", beat(held, dynamolock.WithLeaseDurationToEnsure(-time.Second)), inv, "WithLeaseDurationToEnsure"},
+		{"SendHeartbeat: DeleteData with ReplaceHeartbeatData", beat(held, dynamolock.DeleteData(), dynamolock.ReplaceHeartbeatData([]byte("x"))), inv, "ReplaceHeartbeatData"},
+		{"SendHeartbeat: data over 400 KB", beat(held, dynamolock.ReplaceHeartbeatData(big)), inv, "ReplaceHeartbeatData"},
+		{"SendHeartbeat: a read-only view", beat(view), dynamolock.ErrReadOnlyLockHeartbeat, ""},
+		{"SendHeartbeat: a released lock", beat(released), dynamolock.ErrLockAlreadyReleased, ""},
+		{"SendHeartbeat: another client's lock", beat(othersLock), dynamolock.ErrOwnerMismatched, "is held by"},
+		{"SendHeartbeat: a lost lock", func() error { return expiring.SendHeartbeatWithContext(ctx, lost) }, dynamolock.ErrLeaseExpired, ""},
+		{"SendHeartbeat: closed client", func() error { return closed.SendHeartbeatWithContext(ctx, held) }, dynamolock.ErrClientClosed, ""},
+		{"Lock.Ensure: nil lock", func() error { var l *dynamolock.Lock; return l.Ensure(ctx, time.Second) }, inv, "lock"},
+		{"Lock.Ensure: a read-only view", func() error { return releasedView.Ensure(ctx, time.Hour) }, dynamolock.ErrReadOnlyLockHeartbeat, ""},
+
+		// Get, Do, listings.
+		{"Get: empty key", func() error { _, err := c.GetWithContext(ctx, ""); return err }, inv, "key"},
+		{"Get: key over 2048 bytes", func() error { _, err := c.GetWithContext(ctx, strings.Repeat("k", 2049)); return err }, inv, "2049 bytes"},
+		{"Get: closed client", func() error { _, err := closed.GetWithContext(ctx, "k"); return err }, dynamolock.ErrClientClosed, ""},
+		{"Do: nil fn", func() error { return c.Do(ctx, "k", nil) }, inv, "fn"},
+		{"Do: empty key", func() error { return c.Do(ctx, "", func(context.Context, *dynamolock.Lock) error { return nil }) }, inv, "key"},
+		{"Do: bad option", func() error {
+			return c.Do(ctx, "k", func(context.Context, *dynamolock.Lock) error { return nil }, dynamolock.WithRefreshPeriod(0))
+		}, inv, "WithRefreshPeriod"},
+		{"LocksByPartitionKey: empty key", listed(c.LocksByPartitionKey(ctx, "")), inv, "key"},
+		{"LocksByPartitionKey: key over 2048 bytes", listed(c.LocksByPartitionKey(ctx, strings.Repeat("k", 2049))), inv, "2049 bytes"},
+		{"LocksByPartitionKey: client without Query", listed(narrow.LocksByPartitionKey(ctx, "k")), dynamolock.ErrUnsupportedOperation, "Query"},
+		{"LocksByPartitionKey: closed client", listed(closed.LocksByPartitionKey(ctx, "k")), dynamolock.ErrClientClosed, ""},
+		{"AllLocks: client without Scan", listed(narrow.AllLocks(ctx)), dynamolock.ErrUnsupportedOperation, "Scan"},
+		{"AllLocks: closed client", listed(closed.AllLocks(ctx)), dynamolock.ErrClientClosed, ""},
+		{"TableExists: client without DescribeTable", func() error { _, err := narrow.TableExists(ctx); return err }, dynamolock.ErrUnsupportedOperation, "DescribeTable"},
+		{"TableExists: closed client", func() error { _, err := closed.TableExists(ctx); return err }, dynamolock.ErrClientClosed, ""},
+		{"AssertTableExists: closed client", func() error { return closed.AssertTableExists(ctx) }, dynamolock.ErrClientClosed, ""},
+		{"Close: twice", func() error { return closed.Close() }, dynamolock.ErrClientClosed, ""},
+
+		// CreateTable.
+		{"CreateTable: empty table name", createTable(c, ""), inv, "table name"},
+		{"CreateTable: bad table name", createTable(c, "no/slashes"), inv, `"no/slashes"`},
+		{"CreateTable: empty partition key name", createTable(c, fresh, dynamolock.WithCustomPartitionKeyName("")), inv, "WithCustomPartitionKeyName"},
+		{"CreateTable: sort key named like the partition key", createTable(c, fresh, dynamolock.WithSortKeyName("key")), inv, "WithSortKeyName"},
+		{"CreateTable: nil provisioned throughput", createTable(c, fresh, dynamolock.WithProvisionedThroughput(nil)), inv, "WithProvisionedThroughput"},
+		{"CreateTable: TTL with a client without UpdateTimeToLive", createTable(narrow, fresh, dynamolock.WithTimeToLive("ttl")), dynamolock.ErrUnsupportedOperation, "UpdateTimeToLive"},
+		{"CreateTable: closed client", createTable(closed, fresh), dynamolock.ErrClientClosed, ""},
+	}...)
+
+	// Gaps this table found: bad input that is accepted, reaches DynamoDB,
+	// or gets an error that names the wrong option. Each is a library bug
+	// (see the report in docs/RELIABILITY.md).
+	var typedNil *dynamodb.Client
+	inputs = append(inputs, []badInput{
+		{"New: typed nil *dynamodb.Client", newErr(typedNil, table), inv, "DynamoDBClient"},
+		{"New: owner name not valid UTF-8", newErr(db, table, dynamolock.WithOwnerName("worker\xff")), inv, "WithOwnerName"},
+		{"New: sort key value not valid UTF-8", newErr(db, table, dynamolock.WithSortKey("sk", "v\xff")), inv, "WithSortKey"},
+		{"AcquireLock: key not valid UTF-8", acquire("k\xff"), inv, "key"},
+		{"Get: key not valid UTF-8", func() error { _, err := c.GetWithContext(ctx, "k\xff"); return err }, inv, "key"},
+		{"LocksByPartitionKey: key not valid UTF-8", listed(c.LocksByPartitionKey(ctx, "k\xff")), inv, "key"},
+		{"AcquireLock: additional attributes over 400 KB", acquire("k", attr("big", s(bigS))), inv, "WithAdditionalAttributes"},
+		{"New: heartbeat period whose double overflows", newErr(db, table, dynamolock.WithLeaseDuration(time.Second),
+			dynamolock.WithHeartbeatPeriod(math.MaxInt64/2+1)), inv, "WithLeaseDuration"},
+		{"SendHeartbeat: lease to ensure under twice the heartbeat period", beat(held, dynamolock.WithLeaseDurationToEnsure(100*time.Millisecond)), inv, "WithLeaseDurationToEnsure"},
+	}...)
+	for _, name := range []string{"ownerName", "leaseDuration", "recordVersionNumber", "data", "isReleased", "fencingToken", "leaseExpiresAt"} {
+		inputs = append(inputs,
+			badInput{"New: partition key named " + name, newErr(db, table, dynamolock.WithPartitionKeyName(name)), inv, name},
+			badInput{"New: sort key named " + name, newErr(db, table, dynamolock.WithSortKey(name, "v")), inv, name},
+			badInput{"CreateTable: partition key named " + name, createTable(c, fresh, dynamolock.WithCustomPartitionKeyName(name)), inv, name},
+		)
+	}
+
+	for _, in := range inputs {
+		t.Run(in.name, func(t *testing.T) {
+			calls.reset()
+			err := in.call()
+			require.Error(t, err, "bad input accepted")
+			assert.ErrorIs(t, err, in.want)
+			if in.want == inv {
+				var ie *dynamolock.InvalidArgumentError
+				if assert.ErrorAs(t, err, &ie) {
+					assert.Contains(t, err.Error(), ie.Name)
+				}
+			}
+			if in.names != "" {
+				assert.Contains(t, err.Error(), in.names, "the error names the bad input")
+			}
+			assert.True(t, strings.HasPrefix(err.Error(), "dynamolock: "), "message prefix: %q", err.Error())
+			assert.Zero(t, calls.total(), "bad input reached DynamoDB: %v", calls.reset())
+		})
+	}
+	// Nothing above disturbed the locks that were held.
+	assert.NoError(t, held.Err())
+	assert.NoError(t, othersLock.Err())
+}
+
+// Two owner names that are different Go strings but not valid UTF-8 reach
+// DynamoDB as the same string (the SDK writes U+FFFD for each bad byte), so
+// WithReentrant lets the second client take a lock the first one holds: two
+// owners at once.
+func TestInvalidUTF8OwnerNamesLetTwoOwnersIn(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx := context.Background()
+	a, errA := dynamolock.New(db, table, append(fast, dynamolock.WithOwnerName("worker\xff"))...)
+	b, errB := dynamolock.New(db, table, append(fast, dynamolock.WithOwnerName("worker\xfe"))...)
+	if errA != nil || errB != nil {
+		// The fix: New rejects them.
+		assert.ErrorIs(t, errA, dynamolock.ErrInvalidArgument)
+		assert.ErrorIs(t, errB, dynamolock.ErrInvalidArgument)
+		return
+	}
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	la, err := a.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	lb, err := b.AcquireLockWithContext(ctx, "k", dynamolock.WithReentrant(), dynamolock.FailIfLocked())
+	if err == nil {
+		t.Errorf("two owners hold %q: %q (token %d) and %q (token %d)", "k",
+			a.OwnerName(), la.FencingToken(), b.OwnerName(), lb.FencingToken())
+	}
+}
+
+// ReleaseLock through a client other than the one holding the lock, but
+// with the same owner name (WithOwnerName(hostname) is common) and another
+// table, must be refused without a call, as SendHeartbeat refuses it. It
+// writes to the other client's table instead, and the condition failure
+// there marks the holder's lock lost although it is still held.
+func TestReleaseThroughAnotherClientWithTheSameOwnerName(t *testing.T) {
+	table, table2 := newTable(t, ""), newTable(t, "")
+	db, calls := newDB(t)
+	ctx := context.Background()
+	holder := newClient(t, db, table, append(fast, dynamolock.WithOwnerName("host-1"))...)
+	stranger := newClient(t, db, table2, append(fast, dynamolock.WithOwnerName("host-1"))...)
+	l, err := holder.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+
+	calls.reset()
+	ok, err := stranger.ReleaseLockWithContext(ctx, l)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, dynamolock.ErrOwnerMismatched, "a lock is released by the client that holds it")
+	assert.Zero(t, calls.total(), "no call is made")
+	assert.NoError(t, l.Err(), "the holder's lock is still held")
+	assert.ErrorIs(t, stranger.SendHeartbeatWithContext(ctx, l), dynamolock.ErrOwnerMismatched, "as SendHeartbeat already refuses it")
+}
+
+// Extreme but valid durations: "wait forever" and "poll rarely" must mean
+// that, not overflow into "give up at once" or "poll without pause".
+func TestExtremeDurations(t *testing.T) {
+	table := newTable(t, "")
+	db, calls := newDB(t)
+	ctx := context.Background()
+	holder := newClient(t, db, table, fast...)
+	waiter := newClient(t, db, table, fast...)
+	_, err := holder.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+
+	t.Run("additional wait of math.MaxInt64 waits until the context ends", func(t *testing.T) {
+		wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := waiter.AcquireLockWithContext(wctx, "k", dynamolock.WithAdditionalTimeToWaitForLock(math.MaxInt64),
+			dynamolock.WithRefreshPeriod(100*time.Millisecond))
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "gave up before the context ended: %v", err)
+		assert.GreaterOrEqual(t, time.Since(start), 1400*time.Millisecond)
+	})
+	t.Run("refresh period of math.MaxInt64 does not poll in a loop", func(t *testing.T) {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		calls.reset()
+		_, err := waiter.AcquireLockWithContext(wctx, "k", dynamolock.WithRefreshPeriod(math.MaxInt64))
+		assert.Error(t, err)
+		// The wait is bounded by the holder's lease (1 s) plus the default
+		// additional second; the waiter may read at the points where the
+		// item could turn stale, a handful of times, not hundreds.
+		assert.LessOrEqual(t, calls.reset()["GetItem"], 5, "GetItem calls in one second")
+	})
+}

@@ -1,0 +1,238 @@
+package faults_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"go.uber.org/goleak"
+
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// fakeDynamoDB answers every request with an empty JSON object and counts
+// the requests it got.
+func fakeDynamoDB(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func client(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")}
+	return dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){faults.Endpoint(endpoint)}, optFns...)...)
+}
+
+func getItem(ctx context.Context, db *dynamodb.Client) error {
+	_, err := db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String("t"),
+		Key:       map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: "k"}},
+	})
+	return err
+}
+
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+func TestServiceErrorsAreTypedSDKErrors(t *testing.T) {
+	srv, requests := fakeDynamoDB(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		kind   faults.Kind
+		status int
+		check  func(error) bool
+	}{
+		{faults.InternalServerError, 500, func(err error) bool { var e *types.InternalServerError; return errors.As(err, &e) }},
+		{faults.Throttle, 400, func(err error) bool { var e *types.ThrottlingException; return errors.As(err, &e) }},
+		{faults.ProvisionedThroughputExceeded, 400, func(err error) bool {
+			var e *types.ProvisionedThroughputExceededException
+			return errors.As(err, &e)
+		}},
+		{faults.ServiceUnavailable, 503, func(err error) bool {
+			var ae smithy.APIError
+			return errors.As(err, &ae) && ae.ErrorCode() == "ServiceUnavailable"
+		}},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			se := &faults.ServiceErrors{Rate: 1, Kinds: []faults.Kind{tc.kind}}
+			db := client(srv.URL, faults.Inject(se), faults.Timeouts(time.Second, 3, time.Millisecond))
+			before := requests.Load()
+			err := getItem(ctx, db)
+			if err == nil || !tc.check(err) {
+				t.Fatalf("got %v (%T), want a %s error", err, err, tc.kind)
+			}
+			if got := httpStatus(err); got != tc.status {
+				t.Errorf("HTTP status %d, want %d", got, tc.status)
+			}
+			if attempts, inj := se.Counts(); attempts != 3 || inj[tc.kind] != 3 {
+				t.Errorf("attempts %d, injected %v: want 3 attempts, each injected (the SDK retries them)", attempts, inj)
+			}
+			if n := requests.Load() - before; n != 0 {
+				t.Errorf("%d requests reached the server; want none", n)
+			}
+		})
+	}
+}
+
+func TestServiceErrorsAfterSendReachTheServer(t *testing.T) {
+	srv, requests := fakeDynamoDB(t)
+	se := &faults.ServiceErrors{Rate: 1, AfterSend: true, Operations: []string{"GetItem"}}
+	db := client(srv.URL, faults.Inject(se), faults.Timeouts(time.Second, 1, time.Millisecond))
+	err := getItem(context.Background(), db)
+	if httpStatus(err) != 500 {
+		t.Fatalf("got %v, want an injected 500", err)
+	}
+	if requests.Load() != 1 {
+		t.Fatalf("the request did not reach the server")
+	}
+	se.SetRate(0)
+	if err := getItem(context.Background(), db); err != nil {
+		t.Fatalf("rate 0: %v", err)
+	}
+}
+
+func TestServiceErrorsRate(t *testing.T) {
+	srv, _ := fakeDynamoDB(t)
+	se := &faults.ServiceErrors{Rate: 0.3}
+	db := client(srv.URL, faults.Inject(se), faults.Timeouts(time.Second, 1, time.Millisecond))
+	failed := 0
+	for range 400 {
+		if getItem(context.Background(), db) != nil {
+			failed++
+		}
+	}
+	if failed < 80 || failed > 160 {
+		t.Fatalf("%d of 400 calls failed at a 30%% rate", failed)
+	}
+	if se.Injected() != uint64(failed) {
+		t.Fatalf("Injected %d, %d calls failed", se.Injected(), failed)
+	}
+}
+
+func TestProxyFaults(t *testing.T) {
+	srv, requests := fakeDynamoDB(t)
+	p, err := faults.NewProxy(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if !strings.HasPrefix(p.Endpoint(), "http://127.0.0.1:") {
+		t.Fatalf("endpoint %s", p.Endpoint())
+	}
+	db := client(p.Endpoint(), faults.Timeouts(300*time.Millisecond, 1, time.Millisecond))
+	ctx := context.Background()
+	if err := getItem(ctx, db); err != nil {
+		t.Fatalf("through a healthy proxy: %v", err)
+	}
+
+	// Cut: requests time out and never arrive.
+	if err := p.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	before := requests.Load()
+	start := time.Now()
+	if err := getItem(ctx, db); err == nil {
+		t.Fatal("a call through a cut network succeeded")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the cut was noticed after %s", d)
+	}
+	if requests.Load() != before {
+		t.Fatal("a request got through a cut")
+	}
+	if err := p.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := getItem(ctx, db); err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
+
+	// Dropped responses: the request arrives, the answer does not.
+	if err := p.DropResponses(); err != nil {
+		t.Fatal(err)
+	}
+	before = requests.Load()
+	if err := getItem(ctx, db); err == nil {
+		t.Fatal("a call whose response was dropped succeeded")
+	}
+	if requests.Load() != before+1 {
+		t.Fatalf("%d requests arrived while responses were dropped; want 1", requests.Load()-before)
+	}
+	if err := p.Heal(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Reset after the request landed.
+	if err := p.ResetResponses(0); err != nil {
+		t.Fatal(err)
+	}
+	before = requests.Load()
+	if err := getItem(ctx, db); err == nil {
+		t.Fatal("a call whose connection was reset succeeded")
+	}
+	if requests.Load() != before+1 {
+		t.Fatalf("%d requests arrived before the reset; want 1", requests.Load()-before)
+	}
+	if err := p.Heal(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Refused: the port is closed until Heal, then the same address works.
+	addr := p.Addr()
+	p.Refuse()
+	if err := getItem(ctx, db); err == nil {
+		t.Fatal("a call to a refusing proxy succeeded")
+	}
+	if err := p.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Addr() != addr {
+		t.Fatalf("address changed from %s to %s", addr, p.Addr())
+	}
+	if err := getItem(ctx, db); err != nil {
+		t.Fatalf("after Refuse and Heal: %v", err)
+	}
+
+	// Latency.
+	if _, err := p.Latency(faults.Downstream, 150*time.Millisecond, 0); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if err := getItem(ctx, db); err != nil {
+		t.Fatalf("with latency: %v", err)
+	}
+	if d := time.Since(start); d < 140*time.Millisecond {
+		t.Fatalf("a call with 150 ms latency took %s", d)
+	}
+}

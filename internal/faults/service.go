@@ -1,0 +1,199 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// Kind is a DynamoDB service error that [ServiceErrors] injects.
+type Kind int
+
+const (
+	// Throttle is HTTP 400 ThrottlingException.
+	Throttle Kind = iota
+	// ProvisionedThroughputExceeded is HTTP 400
+	// ProvisionedThroughputExceededException.
+	ProvisionedThroughputExceeded
+	// InternalServerError is HTTP 500 InternalServerError.
+	InternalServerError
+	// ServiceUnavailable is HTTP 503 ServiceUnavailable.
+	ServiceUnavailable
+	numKinds
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Throttle:
+		return "throttling"
+	case ProvisionedThroughputExceeded:
+		return "throughput-exceeded"
+	case InternalServerError:
+		return "500"
+	case ServiceUnavailable:
+		return "503"
+	}
+	return "kind" + strconv.Itoa(int(k))
+}
+
+// ParseKind reads the names String returns ("throttling",
+// "throughput-exceeded", "500", "503").
+func ParseKind(s string) (Kind, error) {
+	for k := range numKinds {
+		if k.String() == s {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("faults: unknown service error kind %q", s)
+}
+
+func (k Kind) response() (status int, code string) {
+	switch k {
+	case Throttle:
+		return 400, "ThrottlingException"
+	case ProvisionedThroughputExceeded:
+		return 400, "ProvisionedThroughputExceededException"
+	case InternalServerError:
+		return 500, "InternalServerError"
+	default:
+		return 503, "ServiceUnavailable"
+	}
+}
+
+// ServiceErrors is SDK middleware that makes DynamoDB calls fail with
+// service errors at a set rate. Register it through dynamodb.Options.APIOptions:
+//
+//	se := &faults.ServiceErrors{Rate: 0.3, Kinds: []faults.Kind{faults.InternalServerError}}
+//	db := dynamodb.New(opts, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, se.Register) })
+//
+// It acts on each HTTP attempt, below the SDK's retries, so the SDK retries
+// an injected error as it would a real one (configure the SDK with one
+// attempt to hand every error to the caller). An injected error is a real
+// HTTP response (status and DynamoDB's JSON error body) that the SDK decodes
+// into its usual error types. Safe for concurrent use; the fields must not
+// change after the first call (use SetRate).
+type ServiceErrors struct {
+	// Rate is the probability, from 0 to 1, that an attempt fails.
+	Rate float64
+	// Kinds are the errors to inject, chosen uniformly; empty means
+	// InternalServerError.
+	Kinds []Kind
+	// Operations limits injection to these operation names ("UpdateItem",
+	// "GetItem", ...); empty means every operation.
+	Operations []string
+	// AfterSend sends the request to DynamoDB first and replaces its answer
+	// with the error: the write lands, the client sees it fail.
+	AfterSend bool
+
+	once     sync.Once
+	rate     atomic.Uint64 // math.Float64bits of the current rate
+	attempts atomic.Uint64
+	injected [numKinds]atomic.Uint64
+}
+
+func (s *ServiceErrors) init() {
+	s.once.Do(func() { s.rate.Store(math.Float64bits(s.Rate)) })
+}
+
+// SetRate changes the injection rate from now on.
+func (s *ServiceErrors) SetRate(rate float64) {
+	s.init()
+	s.rate.Store(math.Float64bits(rate))
+}
+
+// Counts reports how many attempts passed through and how many errors of
+// each kind were injected.
+func (s *ServiceErrors) Counts() (attempts uint64, injected map[Kind]uint64) {
+	injected = make(map[Kind]uint64)
+	for k := range numKinds {
+		if n := s.injected[k].Load(); n > 0 {
+			injected[k] = n
+		}
+	}
+	return s.attempts.Load(), injected
+}
+
+// Injected returns the total number of injected errors.
+func (s *ServiceErrors) Injected() uint64 {
+	var n uint64
+	for k := range numKinds {
+		n += s.injected[k].Load()
+	}
+	return n
+}
+
+// Register adds the middleware to an operation's stack; its signature fits
+// dynamodb.Options.APIOptions.
+func (s *ServiceErrors) Register(stack *middleware.Stack) error {
+	s.init()
+	// Added last in the deserialize step, it sits right above the HTTP
+	// transport: the SDK's deserializer turns its fake responses into typed
+	// errors, and the retry middleware (finalize step) sees each one.
+	return stack.Deserialize.Add(middleware.DeserializeMiddlewareFunc("faults.ServiceErrors", s.handle), middleware.After)
+}
+
+func (s *ServiceErrors) handle(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+	s.attempts.Add(1)
+	if !s.applies(awsmiddleware.GetOperationName(ctx)) || rand.Float64() >= math.Float64frombits(s.rate.Load()) {
+		return next.HandleDeserialize(ctx, in)
+	}
+	kind := InternalServerError
+	if len(s.Kinds) > 0 {
+		kind = s.Kinds[rand.N(len(s.Kinds))]
+	}
+	var md middleware.Metadata
+	if s.AfterSend {
+		out, m, err := next.HandleDeserialize(ctx, in)
+		if err != nil {
+			return out, m, err
+		}
+		if r, ok := out.RawResponse.(*smithyhttp.Response); ok && r.Body != nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_ = r.Body.Close()
+		}
+		md = m
+	}
+	s.injected[kind].Add(1)
+	return middleware.DeserializeOutput{RawResponse: errorResponse(kind)}, md, nil
+}
+
+func (s *ServiceErrors) applies(op string) bool {
+	if len(s.Operations) == 0 {
+		return true
+	}
+	for _, o := range s.Operations {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+func errorResponse(k Kind) *smithyhttp.Response {
+	status, code := k.response()
+	body := `{"__type":"com.amazonaws.dynamodb.v20120810#` + code + `","message":"injected by faults.ServiceErrors"}`
+	h := http.Header{}
+	h.Set("Content-Type", "application/x-amz-json-1.0")
+	h.Set("X-Amzn-Requestid", "faults-injected")
+	return &smithyhttp.Response{Response: &http.Response{
+		Status:        strconv.Itoa(status) + " " + http.StatusText(status),
+		StatusCode:    status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+	}}
+}
