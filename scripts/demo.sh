@@ -2,9 +2,8 @@
 # `make demo`: see cmd/lock-example at work against DynamoDB Local.
 #
 # Starts DynamoDB Local (installed and started as for `make test`, and
-# stopped at the end whatever happens; an endpoint in DYNAMODB_ENDPOINT or a
-# server left by `scripts/ddblocal.sh start` is used instead and left as it
-# is), builds lock-example, creates a lock table, runs two lock-example
+# stopped at the end whatever happens; an endpoint in DYNAMODB_ENDPOINT is
+# used instead and left as it is), builds lock-example, creates a lock table, runs two lock-example
 # processes at once on the same lock, shows that their jobs never overlap
 # and that a third, non-waiting run is turned away, then prints the lock
 # table. Talks to nothing but 127.0.0.1.

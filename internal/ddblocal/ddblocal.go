@@ -261,7 +261,7 @@ func start(ctx context.Context, o options) (*Server, error) {
 	args := []string{
 		"-Djava.library.path=" + filepath.Join(o.dir, "DynamoDBLocal_lib"),
 		// Keep the JVM small and quick to start; DynamoDB Local needs little.
-		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-XX:+UseSerialGC",
 		"-jar", filepath.Join(o.dir, JarName),
 	}
 	if o.dbPath != "" {
