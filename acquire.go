@@ -270,7 +270,10 @@ func (a *acquisition) wait(ctx context.Context, item map[string]types.AttributeV
 		}
 		now := time.Now()
 		staleAt := firstSeen.Add(rec.lease)
-		if !now.Before(staleAt) || c.expiredByClock(rec) {
+		if at, ok := c.staleByClockAt(rec, now); ok && at.Before(staleAt) {
+			staleAt = at // with WithClockSkewBound: wake when the stored expiry plus the bound passes
+		}
+		if !now.Before(staleAt) {
 			c.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(a.key), slogOwner(rec.owner), slogRVN(rec.rvn))
 			return rec.rvn, nil, nil
 		}
@@ -283,7 +286,9 @@ func (a *acquisition) wait(ctx context.Context, item map[string]types.AttributeV
 		}
 		// Sleep one refresh period, but wake up exactly when the item could
 		// become stale or the wait ends.
-		d := satAdd(a.o.refreshPeriod, jitter(a.o.refreshPeriod))
+		// Jitter shortens the wait, so that polls spread out yet never come
+		// later than one refresh period apart.
+		d := a.o.refreshPeriod - jitter(a.o.refreshPeriod)
 		d = min(d, staleAt.Sub(now), a.deadline.Sub(now))
 		if err := a.sleep(ctx, d); err != nil {
 			return "", nil, err

@@ -70,9 +70,14 @@ func (c *Client) removeStaleExpiry(b *exprBuilder) string {
 	return ", " + b.name("#x", attrLeaseExpiresAt)
 }
 
-// expiredByClock reports whether rec's stored expiry, plus the skew bound,
-// is in the past by this host's wall clock.
-func (c *Client) expiredByClock(rec *lockRecord) bool {
-	return c.clockSkewBound > 0 && rec.leaseExpiresAt > 0 &&
-		time.Now().UnixMilli() > rec.leaseExpiresAt+c.clockSkewBound.Milliseconds()
+// staleByClockAt returns, as a time on this host's monotonic clock (now
+// being the present), when rec's stored expiry plus the skew bound passes by
+// this host's wall clock; ok is false without WithClockSkewBound or a
+// stored expiry.
+func (c *Client) staleByClockAt(rec *lockRecord, now time.Time) (time.Time, bool) {
+	if c.clockSkewBound <= 0 || rec.leaseExpiresAt <= 0 {
+		return time.Time{}, false
+	}
+	wall := time.UnixMilli(rec.leaseExpiresAt).Add(c.clockSkewBound + time.Millisecond)
+	return now.Add(wall.Sub(now.Round(0))), true
 }

@@ -25,7 +25,8 @@ type schedState struct {
 // beatResult is a finished heartbeat, reported to the loop.
 type beatResult struct {
 	l      *Lock
-	failed bool // the write failed without losing the lock: retry with backoff
+	failed bool          // the write failed without losing the lock: retry with backoff
+	rtt    time.Duration // how long a successful beat took
 }
 
 // scheduler is the one goroutine per client that renews every held lock on
@@ -54,6 +55,7 @@ type scheduler struct {
 	ready   readyHeap
 	slots   int
 	lastLog time.Time
+	rtt     time.Duration // moving average of successful beats' round trips
 }
 
 func newScheduler(c *Client) *scheduler {
@@ -222,8 +224,16 @@ func (s *scheduler) dispatch(now time.Time) {
 		l.mu.Lock()
 		held := l.state == stateHeld
 		due := l.lookupTime.Add(s.c.heartbeatPeriod)
+		left := l.leaseEndLocked().Sub(now)
 		l.mu.Unlock()
 		if !held {
+			continue
+		}
+		if s.rtt > 0 && left < 2*s.rtt {
+			// Overloaded: this beat could not land before the lease ends.
+			// Sending it would only take capacity from locks that can
+			// still be saved, so the lock is declared lost now.
+			l.lose(ErrLeaseExpired, nil)
 			continue
 		}
 		if now.Sub(due) > s.c.heartbeatPeriod {
@@ -260,6 +270,13 @@ func (s *scheduler) beatTime(l *Lock, lookup time.Time) (time.Time, bool) {
 func (s *scheduler) finished(r beatResult, now time.Time) {
 	l := r.l
 	l.sched.beating = false
+	if r.rtt > 0 {
+		if s.rtt == 0 {
+			s.rtt = r.rtt
+		} else {
+			s.rtt += (r.rtt - s.rtt) / 8
+		}
+	}
 	if r.failed {
 		l.sched.backoff = min(max(2*l.sched.backoff, 25*time.Millisecond), s.c.heartbeatPeriod/2)
 		l.sched.retryAt = now.Add(l.sched.backoff + jitter(l.sched.backoff))
@@ -276,9 +293,14 @@ func (s *scheduler) beat(l *Lock) {
 	end := l.leaseEndLocked()
 	l.mu.Unlock()
 	ctx, cancel := context.WithDeadline(s.ctx, end)
+	start := time.Now()
 	err := s.c.heartbeatOnce(ctx, l, &sendHeartbeatOptions{}, true)
+	r := beatResult{l: l, failed: err != nil && !errors.Is(err, ErrLockLost)}
+	if err == nil {
+		r.rtt = time.Since(start)
+	}
 	cancel()
-	s.done <- beatResult{l: l, failed: err != nil && !errors.Is(err, ErrLockLost)}
+	s.done <- r
 }
 
 // wakeHeap orders locks by their next wake time.
