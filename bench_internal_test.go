@@ -1,0 +1,126 @@
+package dynamolock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// White-box benchmarks of the in-process hot paths that cannot be reached
+// alone from outside: item decoding and expression building. Run with
+// `go test -run '^$' -bench . -benchmem .` (make bench does).
+
+// benchNopDB answers every call with an empty output; the benchmarks here
+// never call it.
+type benchNopDB struct{}
+
+func (benchNopDB) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return &dynamodb.GetItemOutput{}, nil
+}
+
+func (benchNopDB) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return &dynamodb.PutItemOutput{}, nil
+}
+
+func (benchNopDB) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return &dynamodb.UpdateItemOutput{}, nil
+}
+
+func (benchNopDB) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return &dynamodb.DeleteItemOutput{}, nil
+}
+
+func (benchNopDB) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	return &dynamodb.CreateTableOutput{}, nil
+}
+
+func benchInternalClient(b *testing.B, opts ...ClientOption) *Client {
+	b.Helper()
+	c, err := New(benchNopDB{}, "bench_table", append([]ClientOption{DisableHeartbeat()}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func BenchmarkDecodeItem(b *testing.B) {
+	s := schema{partitionKeyName: "key"}
+	items := []struct {
+		name string
+		item map[string]types.AttributeValue
+	}{
+		{"ours", map[string]types.AttributeValue{
+			"key":                 attrS("customer-42"),
+			attrOwnerName:         attrS("host-1b4e28ba-2fa1-11d2-883f-0016d3cca427"),
+			attrLeaseDuration:     attrS("20s"),
+			attrRVN:               attrS("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+			attrFencingToken:      attrN(1234),
+			attrLeaseExpiresAt:    attrN(1767225600000),
+			attrData:              &types.AttributeValueMemberB{Value: []byte("payload")},
+			"additionalAttribute": attrS("x"),
+		}},
+		{"java", map[string]types.AttributeValue{
+			"key":             attrS("customer-42"),
+			attrOwnerName:     attrS("host-1b4e28ba-2fa1-11d2-883f-0016d3cca427"),
+			attrLeaseDuration: attrS("20000"),
+			attrRVN:           attrS("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+			attrIsReleased:    attrS("1"),
+		}},
+	}
+	for _, tc := range items {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.decodeItem(tc.item); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAcquireInput(b *testing.B) {
+	cases := []struct {
+		name     string
+		opts     []ClientOption
+		o        acquireLockOptions
+		takeover string
+	}{
+		{name: "free"},
+		{name: "takeover", takeover: "6ba7b810-9dad-11d1-80b4-00c04fd430c8"},
+		{name: "data+skew+ttl", opts: []ClientOption{WithClockSkewBound(time.Second), WithTTLAttribute("ttl")},
+			o: acquireLockOptions{data: []byte("payload")}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			c := benchInternalClient(b, tc.opts...)
+			rvn := newRVN()
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = c.acquireInput("customer-42", &tc.o, rvn, tc.takeover)
+			}
+		})
+	}
+}
+
+func BenchmarkHeartbeatInput(b *testing.B) {
+	c := benchInternalClient(b)
+	id := identity{owner: c.ownerName, rvn: newRVN(), token: 7}
+	l := &Lock{client: c, partitionKey: "customer-42"}
+	p := pendingWrite{rvn: newRVN(), sent: time.Now()}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = c.heartbeatInput(l, id, p, 20*time.Second, &sendHeartbeatOptions{})
+	}
+}
+
+func BenchmarkNewRVN(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = newRVN()
+	}
+}

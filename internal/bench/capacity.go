@@ -1,0 +1,324 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/arielsrv/dynamolock/v2"
+)
+
+// CapacityConfig is one heartbeat-capacity run: hold N locks in one client
+// for Hold.
+type CapacityConfig struct {
+	N              int
+	Hold           time.Duration
+	Lease          time.Duration
+	Heartbeat      time.Duration
+	Concurrency    int // WithHeartbeatConcurrency; 0: the default
+	AcquireWorkers int // acquisitions in flight while taking the N locks
+	// HeapProfile, when set, is a file to write a heap profile to while
+	// the locks are held.
+	HeapProfile string
+	// Trace, when set, receives one line of the client's Stats every
+	// quarter second, from the first acquisition to the end of the hold.
+	Trace io.Writer
+}
+
+// CapacityRun is what one run measured. Counters cover the hold window
+// unless their name says otherwise.
+type CapacityRun struct {
+	CapacityConfig
+	Acquired      int           // locks acquired
+	AcquireErrors int           // acquisitions that failed
+	AcquireTime   time.Duration // to acquire all N
+	Lost          int           // locks lost, from the first acquisition to the end of the hold
+	LostAcquiring int           // of which while the N locks were being acquired
+	// FailedBeats counts heartbeat writes that failed without an answer
+	// from DynamoDB, over the whole run: under overload, beats sent too
+	// close to the end of their lease, cancelled when it ran out.
+	FailedBeats uint64
+	HeldAtEnd   int // Stats().HeldLocks at the end of the hold
+	BeatsSent   uint64
+	BeatErrors  uint64
+	LateBeats   uint64
+	Calls       uint64 // DynamoDB calls the client made
+	MaxBacklog  int
+	// Renewal gaps: time between the sends of two successful writes of the
+	// same lock (the acquisition counts as the first), and for the last one
+	// until the end of the hold. The lease must stay longer than the largest.
+	GapP50, GapP99, GapMax time.Duration
+	GoroutinesBase         int // before the client was created
+	GoroutinesMax          int // during the hold
+	HeapBytes              int64
+	CPUClient              time.Duration // this process
+	CPUServer              time.Duration // DynamoDB Local, when its pid is known
+	CloseTime              time.Duration // Close releasing all locks
+	CloseErr               string
+}
+
+// BeatsPerSec is the heartbeat rate achieved during the hold.
+func (r *CapacityRun) BeatsPerSec() float64 { return float64(r.BeatsSent) / r.Hold.Seconds() }
+
+// OK reports whether every lock was acquired and held to the end.
+func (r *CapacityRun) OK() bool {
+	return r.Acquired == r.N && r.Lost == 0 && r.HeldAtEnd == r.N
+}
+
+// acquireBudget bounds the paced acquisition of a capacity run; a run that
+// cannot acquire all its locks in it fails.
+const acquireBudget = 90 * time.Second
+
+// RunCapacity acquires cfg.N locks in one client, holds them for cfg.Hold
+// and releases them with Close.
+func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun, error) {
+	table, drop, err := e.NewTable(ctx, "capacity")
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	const prefix = "cap-"
+	gaps := newGapTracker(prefix, cfg.N)
+	db, err := e.NewDB(ctx, gaps.option)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, cfg.N)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	locks := make([]*dynamolock.Lock, cfg.N)
+	r := &CapacityRun{CapacityConfig: cfg}
+	e.CloseIdle()
+	r.GoroutinesBase = runtime.NumGoroutine()
+
+	opts := []dynamolock.ClientOption{
+		dynamolock.WithLeaseDuration(cfg.Lease), dynamolock.WithHeartbeatPeriod(cfg.Heartbeat),
+	}
+	if cfg.Concurrency > 0 {
+		opts = append(opts, dynamolock.WithHeartbeatConcurrency(cfg.Concurrency))
+	}
+	if cfg.Trace != nil {
+		opts = append(opts, dynamolock.WithSlog(slog.New(&firstErrors{w: cfg.Trace, left: 20})))
+	}
+	c, err := dynamolock.New(db, table, opts...)
+	if err != nil {
+		return nil, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = c.Close()
+		}
+	}()
+
+	// Acquire with bounded parallelism, and pace the acquisitions so that
+	// they do not starve heartbeats, as an application ramping up should:
+	// workers pause while the heartbeat queue would take more than half the
+	// lease's slack (lease − heartbeat period) to drain at the rate beats
+	// complete, and whenever a heartbeat started late.
+	began := time.Now()
+	stopTrace := traceStats(c, cfg.Trace, began)
+	defer stopTrace()
+	var next, failed atomic.Int64
+	var pauseUntil atomic.Int64 // unix nanoseconds
+	var firstErr atomic.Value
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		const tick = 50 * time.Millisecond
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		var window [20]uint64 // beats sent at each of the last 20 ticks (1 s)
+		slack := (cfg.Lease - cfg.Heartbeat).Seconds() / 2
+		var late uint64
+		for i := 0; next.Load() < int64(cfg.N) && ctx.Err() == nil; i++ {
+			<-t.C
+			st := c.Stats()
+			prev := window[i%len(window)]
+			window[i%len(window)] = st.HeartbeatsSent
+			rate := float64(st.HeartbeatsSent-prev) / (tick * time.Duration(len(window))).Seconds()
+			drain := float64(st.HeartbeatBacklog) / max(rate, 1)
+			if st.LateHeartbeats > late || (i >= len(window) && drain > slack) {
+				pauseUntil.Store(time.Now().Add(250 * time.Millisecond).UnixNano())
+			}
+			late = st.LateHeartbeats
+		}
+	}()
+	var wg sync.WaitGroup
+	for range max(cfg.AcquireWorkers, 1) {
+		wg.Go(func() {
+			for {
+				if d := time.Until(time.Unix(0, pauseUntil.Load())); d > 0 {
+					time.Sleep(d)
+				}
+				if time.Since(began) > acquireBudget {
+					return // the run fails: not all N acquired
+				}
+				i := int(next.Add(1) - 1)
+				if i >= cfg.N || ctx.Err() != nil {
+					return
+				}
+				l, err := c.AcquireLockWithContext(ctx, keys[i], dynamolock.FailIfLocked())
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				locks[i] = l
+			}
+		})
+	}
+	wg.Wait()
+	<-sampled
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.AcquireTime = time.Since(began)
+	r.AcquireErrors = int(failed.Load())
+	for _, l := range locks {
+		if l != nil {
+			r.Acquired++
+		}
+	}
+	if r.AcquireErrors > 0 {
+		e.logf("capacity N=%d: %d acquisitions failed, first: %v", cfg.N, r.AcquireErrors, firstErr.Load())
+	}
+
+	// Hold.
+	s0 := c.Stats()
+	r.LostAcquiring = int(s0.LocksLost)
+	cpu0, srv0 := cpuTime(), procCPU(e.ServerPID)
+	holdStart := time.Now()
+	gaps.start(holdStart)
+	tick := time.NewTicker(100 * time.Millisecond)
+	deadline := time.NewTimer(cfg.Hold)
+hold:
+	for {
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return nil, ctx.Err()
+		case <-deadline.C:
+			break hold
+		case <-tick.C:
+			st := c.Stats()
+			r.MaxBacklog = max(r.MaxBacklog, st.HeartbeatBacklog)
+			r.GoroutinesMax = max(r.GoroutinesMax, runtime.NumGoroutine())
+		}
+	}
+	tick.Stop()
+	holdEnd := time.Now()
+	r.CPUClient = cpuTime() - cpu0
+	if e.ServerPID > 0 {
+		r.CPUServer = procCPU(e.ServerPID) - srv0
+	}
+	r.Hold = holdEnd.Sub(holdStart)
+	s1 := c.Stats()
+	r.GapP50, r.GapP99, r.GapMax = gaps.finish(holdEnd)
+	r.BeatsSent = s1.HeartbeatsSent - s0.HeartbeatsSent
+	r.BeatErrors = s1.HeartbeatErrors - s0.HeartbeatErrors
+	r.LateBeats = s1.LateHeartbeats - s0.LateHeartbeats
+	r.Calls = s1.DynamoDBCalls - s0.DynamoDBCalls
+	r.HeldAtEnd = s1.HeldLocks
+	r.FailedBeats = s1.HeartbeatErrors
+	lost := 0
+	for _, l := range locks {
+		if l != nil && l.Err() != nil {
+			lost++
+		}
+	}
+	r.Lost = max(lost, int(s1.LocksLost))
+	// In-flight beats allocate too: take the smallest of a few samples.
+	heldHeap := heapInUse()
+	for range 2 {
+		time.Sleep(50 * time.Millisecond)
+		heldHeap = min(heldHeap, heapInUse())
+	}
+	if cfg.HeapProfile != "" {
+		if err := writeHeapProfile(cfg.HeapProfile); err != nil {
+			return nil, err
+		}
+	}
+
+	t := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err = c.CloseWithContext(cctx)
+	closed = true
+	r.CloseTime = time.Since(t)
+	if err != nil {
+		msg := err.Error()
+		if n := strings.Count(msg, "\n") + 1; n > 1 {
+			msg = fmt.Sprintf("%d errors, first: %s", n, msg[:strings.IndexByte(msg, '\n')])
+		}
+		r.CloseErr = msg
+	}
+	// Heap per lock: what the held locks kept alive, measured as the heap
+	// with them held minus the heap once they and the client are gone
+	// (connection buffers and this benchmark's own tables stay in both).
+	stopTrace()
+	clear(locks)
+	c = nil
+	r.HeapBytes = int64(heldHeap) - int64(heapInUse())
+	return r, nil
+}
+
+// CapacityResult is section 3.
+type CapacityResult struct {
+	Ceiling *CeilingResult
+	Runs    []*CapacityRun
+	// MaxHeld is the largest N held with zero losses (0: none).
+	MaxHeld int
+}
+
+// SearchCapacity runs RunCapacity for each N in ns, in order, and stops at
+// the first run that loses a lock. With refine, it then tries once the
+// midpoint between the last good N and the first bad one.
+func SearchCapacity(ctx context.Context, e *Env, base CapacityConfig, ns []int, refine bool) (*CapacityResult, error) {
+	res := &CapacityResult{}
+	good, bad := 0, 0
+	run := func(n int) (*CapacityRun, error) {
+		cfg := base
+		cfg.N = n
+		e.logf("capacity: holding %d locks for %s (lease %s, heartbeat %s)", n, cfg.Hold, cfg.Lease, cfg.Heartbeat)
+		r, err := RunCapacity(ctx, e, cfg)
+		if err != nil {
+			return nil, err
+		}
+		res.Runs = append(res.Runs, r)
+		e.logf("capacity: N=%d lost=%d beats/s=%.0f max gap=%s late=%d", n, r.Lost, r.BeatsPerSec(), ms(r.GapMax)+" ms", r.LateBeats)
+		if r.OK() {
+			good = max(good, n)
+		} else if bad == 0 || n < bad {
+			bad = n
+		}
+		return r, nil
+	}
+	for _, n := range ns {
+		r, err := run(n)
+		if err != nil {
+			return res, err
+		}
+		if !r.OK() {
+			break
+		}
+	}
+	if refine && bad > 0 && good > 0 {
+		mid := (good + bad) / 2 / 250 * 250
+		if mid > good && mid < bad {
+			if _, err := run(mid); err != nil {
+				return res, err
+			}
+		}
+	}
+	res.MaxHeld = good
+	return res, nil
+}

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/arielsrv/dynamolock/v2"
+)
+
+// ContentionConfig is one contention run: Contenders clients, each in a
+// loop of acquire, hold for Hold, release, pause for Pause, on one key.
+type ContentionConfig struct {
+	Contenders int
+	Duration   time.Duration
+	Hold       time.Duration
+	Pause      time.Duration
+	Refresh    time.Duration
+}
+
+// ContentionRun is what one run measured.
+type ContentionRun struct {
+	ContentionConfig
+	Elapsed      time.Duration
+	PerContender []int
+	// Waits are from the moment a contender wants the lock until it holds
+	// it, across timeouts; a contender still waiting at the end contributes
+	// its wait so far (so starvation shows in the tail).
+	Waits    Dist
+	Timeouts int // acquisitions that gave up (LockNotGranted after the wait), then retried
+	Errors   int // other failures
+}
+
+// Acquisitions is the total number of acquisitions.
+func (r *ContentionRun) Acquisitions() int {
+	n := 0
+	for _, v := range r.PerContender {
+		n += v
+	}
+	return n
+}
+
+// PerSec is the acquisition rate.
+func (r *ContentionRun) PerSec() float64 { return float64(r.Acquisitions()) / r.Elapsed.Seconds() }
+
+// Jain is Jain's fairness index of the acquisitions per contender: 1 when
+// all got the same number, 1/n when one got them all.
+func (r *ContentionRun) Jain() float64 {
+	var s, s2 float64
+	for _, v := range r.PerContender {
+		s += float64(v)
+		s2 += float64(v) * float64(v)
+	}
+	if s2 == 0 {
+		return 0
+	}
+	return s * s / (float64(len(r.PerContender)) * s2)
+}
+
+// MaxShare is the largest fraction of acquisitions one contender made.
+func (r *ContentionRun) MaxShare() float64 {
+	m, n := 0, r.Acquisitions()
+	for _, v := range r.PerContender {
+		m = max(m, v)
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(m) / float64(n)
+}
+
+// Starved is the number of contenders that never acquired the lock.
+func (r *ContentionRun) Starved() int {
+	z := 0
+	for _, v := range r.PerContender {
+		if v == 0 {
+			z++
+		}
+	}
+	return z
+}
+
+// RunContention runs cfg against a fresh table.
+func RunContention(ctx context.Context, e *Env, cfg ContentionConfig) (*ContentionRun, error) {
+	table, drop, err := e.NewTable(ctx, "contention")
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	db, err := e.NewDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	clients := make([]*dynamolock.Client, cfg.Contenders)
+	for i := range clients {
+		c, err := dynamolock.New(db, table, dynamolock.WithLeaseDuration(3*time.Second),
+			dynamolock.WithHeartbeatPeriod(time.Second), dynamolock.WithOwnerName(fmt.Sprintf("contender-%d", i)))
+		if err != nil {
+			return nil, err
+		}
+		clients[i] = c
+		defer c.Close()
+	}
+	const key = "hot"
+	run := &ContentionRun{ContentionConfig: cfg, PerContender: make([]int, cfg.Contenders)}
+	var mu sync.Mutex
+	var waits []time.Duration
+	rctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			for rctx.Err() == nil {
+				want := time.Now()
+				var l *dynamolock.Lock
+				for rctx.Err() == nil {
+					var err error
+					l, err = c.AcquireLockWithContext(rctx, key, dynamolock.WithRefreshPeriod(cfg.Refresh))
+					if err == nil {
+						break
+					}
+					var te *dynamolock.TimeoutError
+					mu.Lock()
+					switch {
+					case rctx.Err() != nil:
+					case errors.As(err, &te):
+						run.Timeouts++
+					default:
+						run.Errors++
+					}
+					mu.Unlock()
+				}
+				if l == nil {
+					mu.Lock()
+					waits = append(waits, time.Since(want))
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				waits = append(waits, time.Since(want))
+				run.PerContender[i]++
+				mu.Unlock()
+				sleepCtx(rctx, cfg.Hold)
+				_, _ = c.ReleaseLockWithContext(context.WithoutCancel(rctx), l)
+				sleepCtx(rctx, cfg.Pause)
+			}
+		})
+	}
+	wg.Wait()
+	run.Elapsed = time.Since(start)
+	run.Waits = NewDist(waits)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// md accumulates Markdown.
+type md struct{ strings.Builder }
+
+func (b *md) w(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
+
+func yes(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// Markdown renders section 1.
+func (r *CallsResult) Markdown(cmd string) string {
+	var b md
+	b.w("Command: `%s`. Counted by SDK middleware at the Initialize step (once per operation, retries not counted again), on an SDK client used by that one lock client only. Clients here use lease %s, heartbeat 1 s, refresh %s.", cmd, r.Lease, r.Refresh)
+	b.w("")
+	b.w("| operation | target | measured | DynamoDB calls | met | notes |")
+	b.w("|---|---|---|---|---|---|")
+	for _, row := range r.Rows {
+		b.w("| %s | %s | %s | %s | %s | %s |", row.Op, row.Target, row.Shape, row.Calls, yes(row.Met), row.Note)
+	}
+	return b.String()
+}
+
+// Markdown renders section 2.
+func (r *LatencyResult) Markdown(cmd string) string {
+	var b md
+	b.w("Command: `%s`. %d rounds after 50 warm-up rounds; each round runs every operation once, interleaved, on the same SDK client, so the raw calls and the lock operations see the same load. "+
+		"The raw conditional UpdateItem is the least a lock write needs: `SET ownerName, leaseDuration, recordVersionNumber` with condition `attribute_not_exists(key) OR ownerName = :o`, on a fresh key.", cmd, r.Samples)
+	b.w("")
+	b.w("| operation | p50 ms | p95 ms | p99 ms | p50 ÷ raw p50 | p50 − raw p50 |")
+	b.w("|---|---|---|---|---|---|")
+	for _, op := range r.Ops {
+		rel, diff := "(floor)", ""
+		if f := r.Op(op.Floor); f != nil {
+			rel = ratio(op.D.Q(0.5), f.D.Q(0.5)) + " of " + f.Name
+			diff = fmt.Sprintf("%+.0f µs", float64(op.D.Q(0.5)-f.D.Q(0.5))/1e3)
+		}
+		b.w("| %s | %s | %s | %s | %s | %s |", op.Name, ms(op.D.Q(0.5)), ms(op.D.Q(0.95)), ms(op.D.Q(0.99)), rel, diff)
+	}
+	return b.String()
+}
+
+// latencyRatio returns op's p50 over its floor's p50.
+func (r *LatencyResult) latencyRatio(name string) float64 {
+	op := r.Op(name)
+	if op == nil {
+		return 0
+	}
+	f := r.Op(op.Floor)
+	if f == nil || f.D.Q(0.5) == 0 {
+		return 0
+	}
+	return float64(op.D.Q(0.5)) / float64(f.D.Q(0.5))
+}
+
+// Markdown renders section 3.
+func (r *CapacityResult) Markdown(cmd string) string {
+	var b md
+	b.w("Command: `%s`. One client, lease 3 s, heartbeat 1 s, heartbeat concurrency 32 (the default); N locks acquired with bounded parallelism, then held for the hold time, then released by Close. "+
+		"Losses count from the first acquisition. A renewal gap is the time between the sends of two successful writes of one lock (the lock is safe while every gap stays under the 3 s lease); the largest includes each lock's open gap at the end. "+
+		"Late beats: beats started more than one period after they were due. CPU is user+system time during the hold.", cmd)
+	b.w("")
+	if c := r.Ceiling; c != nil {
+		b.w("**Backend ceiling, same run:** %d writers doing raw conditional UpdateItems (heartbeat-shaped) for %s: **%s writes/s** (%d errors).",
+			c.Writers, c.Duration.Round(100*time.Millisecond), commas(int64(c.PerSec())), c.Errors)
+		if c.CPUServer > 0 {
+			b.w("DynamoDB Local used %.2f cores doing it, this process %.2f.", c.CPUServer.Seconds()/c.Duration.Seconds(), c.CPUClient.Seconds()/c.Duration.Seconds())
+		}
+		b.w("")
+	}
+	b.w("| N | acquired in | lost | held at end | heartbeats sent: total, per s (%% of nominal N / 1 s) | late beats | max backlog | renewal gap p50 / p99 / max | goroutines (before → max) | heap / lock | client CPU per lock-second | DynamoDB Local CPU | Close |")
+	b.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, x := range r.Runs {
+		srv := "n/a"
+		if x.CPUServer > 0 {
+			srv = fmt.Sprintf("%.2f cores", x.CPUServer.Seconds()/x.Hold.Seconds())
+		}
+		closeCell := x.CloseTime.Round(10 * time.Millisecond).String()
+		if x.CloseErr != "" {
+			closeCell += " (" + x.CloseErr + ")"
+		}
+		lost := fmt.Sprint(x.Lost)
+		if x.Lost > 0 {
+			lost = fmt.Sprintf("**%d** (%d while acquiring; %s failed beats)", x.Lost, x.LostAcquiring, commas(int64(x.FailedBeats)))
+		}
+		if x.Acquired < x.N {
+			lost += fmt.Sprintf(" (only %s acquired)", commas(int64(x.Acquired)))
+		}
+		b.w("| %s | %s | %s | %d | %s, %s/s (%.0f%%) | %s | %d | %s / %s / %s s | %d → %d | %s | %.1f µs (%.2f cores) | %s | %s |",
+			commas(int64(x.N)), x.AcquireTime.Round(10*time.Millisecond), lost, x.HeldAtEnd,
+			commas(int64(x.BeatsSent)), commas(int64(x.BeatsPerSec())), 100*x.BeatsPerSec()*x.Heartbeat.Seconds()/float64(x.N), commas(int64(x.LateBeats)), x.MaxBacklog,
+			secs(x.GapP50), secs(x.GapP99), secs(x.GapMax), x.GoroutinesBase, x.GoroutinesMax,
+			heapCell(x),
+			float64(x.CPUClient.Microseconds())/float64(x.N)/x.Hold.Seconds(), x.CPUClient.Seconds()/x.Hold.Seconds(), srv, closeCell)
+	}
+	b.w("")
+	b.w("Heap per lock: the live heap (after a full collection) with the N locks held, minus the same once Close released them and the client was dropped, divided by the locks held; connection buffers and the benchmark's own bookkeeping are in both and cancel. It includes a share of the buffers of the beats in flight (up to 32), so it falls as N grows.")
+	if len(r.Runs) > 0 {
+		var beats, calls uint64
+		for _, x := range r.Runs {
+			beats += x.BeatsSent
+			calls += x.Calls
+		}
+		if beats > 0 {
+			b.w("DynamoDB calls per successful heartbeat over all runs: %.3f (retries of failed beats included).", float64(calls)/float64(beats))
+		}
+	}
+	return b.String()
+}
+
+// heapCell is the heap per held lock; meaningless when most were lost.
+func heapCell(x *CapacityRun) string {
+	if !x.OK() {
+		return "—"
+	}
+	return commas(x.HeapBytes/int64(x.N)) + " B"
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
+
+// Markdown renders section 4.
+func (r *FailoverResult) Markdown(cmd string) string {
+	var b md
+	b.w("Command: `%s`. Lease %s, heartbeat %s, refresh %s (the default), skew bound %s where used. "+
+		"A holder renews its lock while a contender waits for it (AcquireLock with a long WithAdditionalTimeToWaitForLock); the holder is then killed at a random moment "+
+		"(its DynamoDB client stops sending anything; writes already in flight land). Times are to the moment the contender's AcquireLock returns. "+
+		"The floor is 1.0 lease after the holder's last accepted write: before that the holder may still be alive. Target: at most 1.0 + refresh/lease = %.2f.",
+		cmd, r.Lease, r.Heartbeat, r.Refresh, r.Skew, 1+r.Refresh.Seconds()/r.Lease.Seconds())
+	b.w("")
+	b.w("| scenario | trials | from last write, ÷ lease: p50 / max | from kill, ÷ lease: p50 / max | holder noticed its loss before the takeover, by at least | met |")
+	b.w("|---|---|---|---|---|---|")
+	target := 1 + r.Refresh.Seconds()/r.Lease.Seconds()
+	for _, s := range []struct {
+		name string
+		ts   []KillTrial
+	}{{"waiting contender", r.Waiting}, {"waiting contender, WithClockSkewBound", r.WaitingSkew}} {
+		lw, k := killDist(s.ts, false), killDist(s.ts, true)
+		b.w("| %s | %d | %s / %s | %s / %s | %s ms | %s |", s.name, len(s.ts),
+			leaseRatio(lw.Q(0.5), r.Lease), leaseRatio(lw.Max(), r.Lease), leaseRatio(k.Q(0.5), r.Lease), leaseRatio(k.Max(), r.Lease),
+			ms(minMargin(s.ts)), yes(lw.Max().Seconds()/r.Lease.Seconds() <= target))
+	}
+	b.w("")
+	b.w("A contender that arrives after the holder died (more than a lease plus the skew bound earlier), time from its first call:")
+	b.w("")
+	b.w("| scenario | trials | p50 | max | ÷ lease (p50) |")
+	b.w("|---|---|---|---|---|")
+	for _, s := range []struct {
+		name string
+		d    []time.Duration
+	}{{"late contender", r.Late}, {"late contender, WithClockSkewBound", r.LateSkew}} {
+		d := NewDist(s.d)
+		b.w("| %s | %d | %s ms | %s ms | %s |", s.name, len(d), ms(d.Q(0.5)), ms(d.Max()), leaseRatio(d.Q(0.5), r.Lease))
+	}
+	b.w("")
+	w, ws := killDist(r.Waiting, false), killDist(r.WaitingSkew, false)
+	l, ls := NewDist(r.Late), NewDist(r.LateSkew)
+	b.w("Reading: a waiting contender takes over at its first poll after it has seen the holder's last record version number unchanged for a full lease, "+
+		"so the time from the last write is 1.0 lease plus the phase of its polling (up to one refresh period plus jitter): p50 %s, max %s. "+
+		"WithClockSkewBound does not speed up a contender that is already waiting (p50 %s): it still notices at its next poll. "+
+		"It removes the lease-long watch for a contender that arrives after the holder died: %s ms instead of %s ms (p50). "+
+		"In every trial the killed holder had already declared the lock lost (Lock.Done closed) before the contender got it.",
+		leaseRatio(w.Q(0.5), r.Lease), leaseRatio(w.Max(), r.Lease), leaseRatio(ws.Q(0.5), r.Lease), ms(ls.Q(0.5)), ms(l.Q(0.5)))
+	if minMargin(r.Waiting) < 0 || minMargin(r.WaitingSkew) < 0 {
+		b.w("**Except in at least one trial: the holder still believed it held the lock when the contender got it — a safety bug.**")
+	}
+	b.w("")
+	b.w("Clean handoff: the holder releases while a contender polls; time from the start of the release call to the contender holding the lock:")
+	b.w("")
+	b.w("| refresh period | trials | p50 | p95 | max | p50 ÷ refresh |")
+	b.w("|---|---|---|---|---|---|")
+	for _, s := range []struct {
+		refresh time.Duration
+		d       []time.Duration
+	}{{r.Refresh, r.Handoff}, {fastRefresh, r.HandoffFast}} {
+		d := NewDist(s.d)
+		b.w("| %s | %d | %s ms | %s ms | %s ms | %.2f |", s.refresh, len(d), ms(d.Q(0.5)), ms(d.Q(0.95)), ms(d.Max()), d.Q(0.5).Seconds()/s.refresh.Seconds())
+	}
+	return b.String()
+}
+
+func killDist(ts []KillTrial, fromKill bool) Dist {
+	ds := make([]time.Duration, len(ts))
+	for i, t := range ts {
+		ds[i] = t.FromLastWrite
+		if fromKill {
+			ds[i] = t.FromKill
+		}
+	}
+	return NewDist(ds)
+}
+
+// ContentionMarkdown renders section 5.
+func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
+	var b md
+	b.w("Command: `%s`. N clients (one owner each, lease 3 s, heartbeat 1 s) loop on one key: acquire, hold, release, pause. "+
+		"Wait is from wanting the lock to holding it, across acquisition timeouts (lease + 1 s); contenders still waiting at the end count with their wait so far. "+
+		"Spread: acquisitions per contender (min / max), the largest share one contender got, and Jain's fairness index (1 = equal, 1/N = one contender got all).", cmd)
+	b.w("")
+	b.w("| contenders | refresh | hold / pause | acquisitions/s | wait p50 | wait p99 | per contender min / max | top share | Jain | never acquired | timeouts |")
+	b.w("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range runs {
+		lo, hi := r.PerContender[0], r.PerContender[0]
+		for _, v := range r.PerContender {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		b.w("| %d | %s | %s / %s | %.1f | %s ms | %s ms | %d / %d | %.0f%% | %.2f | %d | %d |",
+			r.Contenders, r.Refresh, r.Hold, r.Pause, r.PerSec(), ms(r.Waits.Q(0.5)), ms(r.Waits.Q(0.99)), lo, hi, 100*r.MaxShare(), r.Jain(), r.Starved(), r.Timeouts)
+	}
+	b.w("")
+	var tight, paused []*ContentionRun
+	for _, r := range runs {
+		if r.Pause == 0 {
+			tight = append(tight, r)
+		} else {
+			paused = append(paused, r)
+		}
+	}
+	b.w("Reading: a waiter notices a release only at its next poll, so hand-over on one key is bounded by the refresh period, not by DynamoDB (§6: one key could take ~500 acquire + release cycles per second). " +
+		"The lock keeps no queue, so it is not fair.")
+	if len(tight) > 0 {
+		share := 0.0
+		for _, r := range tight {
+			share = max(share, r.MaxShare())
+		}
+		b.w("With no pause between release and the next attempt, the releasing client re-acquires at once, before any waiter polls again: one contender took up to %.0f%% of all acquisitions, "+
+			"and the others waited out their acquisition timeouts (lease + 1 s) and retried. An application that loops on a lock must pause after releasing it, or it starves every other host.", 100*share)
+	}
+	if len(paused) > 0 {
+		lo := 1.0
+		for _, r := range paused {
+			lo = min(lo, r.Jain())
+		}
+		b.w("With a pause after each release and a %s refresh, contenders share the lock (Jain's index ≥ %.2f in these runs).", paused[0].Refresh, lo)
+	}
+	return b.String()
+}

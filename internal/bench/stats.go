@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Dist is a sorted sample of durations.
+type Dist []time.Duration
+
+// NewDist sorts a copy of ds.
+func NewDist(ds []time.Duration) Dist {
+	d := slices.Clone(ds)
+	slices.Sort(d)
+	return d
+}
+
+// Q returns the q-quantile (0 ≤ q ≤ 1) by the nearest-rank method, or 0
+// for an empty sample.
+func (d Dist) Q(q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(d)))) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}
+
+// Max returns the largest value, or 0.
+func (d Dist) Max() time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[len(d)-1]
+}
+
+// Mean returns the average, or 0.
+func (d Dist) Mean() time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	var s time.Duration
+	for _, v := range d {
+		s += v
+	}
+	return s / time.Duration(len(d))
+}
+
+// ms formats d in milliseconds with a precision suited to its size.
+func ms(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v < 10:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case v < 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+func ratio(a, b time.Duration) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", float64(a)/float64(b))
+}
+
+// cpuTime returns this process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU returns the user+system CPU time of process pid from /proc, or
+// 0 when it cannot be read.
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	// Fields after the command: state(0) ... utime(11) stime(12), in clock
+	// ticks of 1/100 s on Linux.
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
