@@ -25,7 +25,10 @@ const TTLMargin = 24 * time.Hour
 // your clock synchronisation allows. Default: off (0).
 //
 // Clients without this option remove the attribute when they acquire, so a
-// stale expiry is never left behind for a fast takeover.
+// stale expiry is never left behind for a fast takeover. Only writers that
+// acquire or renew the lock through this package keep it right: a tool that
+// rewrites a live lock item with its own UpdateItem (a new RVN, the old
+// leaseExpiresAt) leaves an expiry that lets a fast takeover in early.
 func WithClockSkewBound(d time.Duration) ClientOption {
 	return func(c *Client) { c.clockSkewBound = d }
 }
