@@ -39,9 +39,10 @@ func WithClockSkewBound(d time.Duration) ClientOption {
 // that long. Enable TTL on the table with [WithTimeToLive] at creation.
 //
 // Every client of the table must use the same attribute: one that does not
-// would leave an old TTL on an item it holds. A deleted item starts its
-// fencing token again from 1, so a holder paused for longer than the margin
-// could present a higher token than the new holder's. Default: none.
+// would leave an old TTL on an item it holds. A deleted item's next fencing
+// token starts from the current time in microseconds: it stays higher than
+// the tokens before the deletion as long as the hosts' wall clocks agree to
+// within the time the item was gone. Default: none.
 func WithTTLAttribute(name string) ClientOption {
 	return func(c *Client) { c.ttlAttribute = name }
 }

@@ -202,11 +202,12 @@ func (c *Client) heartbeatInput(l *Lock, id identity, p pendingWrite, lease time
 func (l *Lock) renewed(rvn string, sent time.Time, lease time.Duration, o *sendHeartbeatOptions) {
 	l.mu.Lock()
 	if l.state == stateHeld {
-		l.rvn = rvn
-		if l.pending != nil && l.pending.rvn == rvn {
-			l.pending = nil
-		}
+		// Whatever was pending is settled: it landed, or this write replaced
+		// the RVN it expected. Never sending it again keeps an RVN from
+		// coming back after another replaced it.
+		l.pending = nil
 		if !sent.Before(l.lookupTime) {
+			l.rvn = rvn
 			l.lookupTime = sent
 			l.leaseDuration = lease
 		}
@@ -248,10 +249,8 @@ func (l *Lock) adoptMovedRVN(item map[string]types.AttributeValue) bool {
 	if l.state != stateHeld || l.fencingToken == 0 || rec.owner != l.ownerName || rec.fencingToken != l.fencingToken {
 		return false
 	}
-	if l.pending != nil && rec.rvn == l.pending.rvn {
-		return false // already covered by the condition: something else failed
-	}
 	l.rvn = rec.rvn
+	l.pending = nil // the next write starts from the RVN found, with a fresh one
 	return true
 }
 
@@ -279,7 +278,9 @@ func httpStatus(err error) int {
 // throttling and server errors. Condition failures, validation errors and a
 // missing table are not.
 func isTransient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	// A deadline inside err may be the HTTP client's or one attempt's, not
+	// the caller's: callers check their own context before retrying.
+	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var ccf *types.ConditionalCheckFailedException

@@ -145,10 +145,13 @@ func (l *Lock) RecordVersionNumber() string {
 
 // FencingToken returns the item's fencing token at this acquisition: it
 // increases by one on every acquisition of the key by any client of this
-// package, as long as the item is kept (the default on release). Send it
-// with every write to a downstream store, and have the store reject writes
-// carrying a token lower than the highest it has seen. Items written only by
-// other clients have token 0.
+// package while the item is kept (the default on release). A new item
+// starts from the current time in microseconds, so tokens keep increasing
+// across a deletion too, as long as the hosts' wall clocks agree to within
+// the time the item was gone. Send it with every write to a downstream
+// store, and have the store reject writes carrying a token lower than the
+// highest it has seen. A read-only view of an item written only by other
+// clients has token 0.
 func (l *Lock) FencingToken() uint64 {
 	if l == nil {
 		return 0

@@ -3,10 +3,12 @@ package dynamolock_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,7 +78,9 @@ func TestTransactionWithRefreshUnderHeartbeats(t *testing.T) {
 	c := newClient(t, db, table, dynamolock.WithLeaseDuration(time.Second), dynamolock.WithHeartbeatPeriod(50*time.Millisecond))
 	l, err := c.AcquireLockWithContext(ctx, "k")
 	require.NoError(t, err)
-	for i := range 40 {
+	committed, cancelled := 0, 0
+	for i := 0; committed < 40; i++ {
+		require.Less(t, i, 400, "refreshes keep failing")
 		item, done := l.TransactionWithRefresh()
 		_, err := done(db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			item,
@@ -84,8 +88,20 @@ func TestTransactionWithRefreshUnderHeartbeats(t *testing.T) {
 				"key": s("counter"), "v": &types.AttributeValueMemberN{Value: strconv.Itoa(i)},
 			}}},
 		}}))
-		require.NoError(t, err)
+		var tce *types.TransactionCanceledException
+		switch {
+		case err == nil:
+			committed++
+		case errors.As(err, &tce):
+			// A heartbeat landed between building and sending: documented;
+			// the lock is still held, so build a new item and retry.
+			require.NoError(t, l.Err())
+			cancelled++
+		default:
+			require.NoError(t, err)
+		}
 	}
+	t.Logf("40 refreshes committed, %d cancelled by a heartbeat in between", cancelled)
 	assert.NoError(t, l.Err(), "neither heartbeats nor refreshes made the other look taken over")
 	assert.Zero(t, c.Stats().LocksLost)
 
@@ -346,4 +362,60 @@ func (p *printlnRecorder) all() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.lines...)
+}
+
+// answerLost lets the next successful UpdateItem land but reports an error,
+// as when a response is lost on the way back.
+type answerLost struct {
+	*dynamodb.Client
+	lose atomic.Bool
+}
+
+func (w *answerLost) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := w.Client.UpdateItem(ctx, in, o...)
+	if err == nil && w.lose.CompareAndSwap(true, false) {
+		return nil, errors.New("answer lost")
+	}
+	return out, err
+}
+
+// A heartbeat whose answer was lost leaves its RVN pending; once a guarded
+// refresh replaced it, the next heartbeat must not write it again (an
+// observer that saw it before the refresh would count from then).
+func TestRVNNeverComesBack(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	w := &answerLost{Client: db}
+	c := newClient(t, w, table, dynamolock.WithLeaseDuration(10*time.Second), dynamolock.DisableHeartbeat())
+	ctx := context.Background()
+	l, err := c.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	w.lose.Store(true)
+	require.Error(t, c.SendHeartbeatWithContext(ctx, l))
+	p1 := storedRVN(t, db, table, "k")
+	item, done := l.TransactionWithRefresh()
+	_, err = done(db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{item}}))
+	require.NoError(t, err)
+	require.NoError(t, c.SendHeartbeatWithContext(ctx, l))
+	assert.NotEqual(t, p1, storedRVN(t, db, table, "k"))
+	assert.NoError(t, l.Err())
+}
+
+// A guarded refresh cancelled because this holder's own heartbeat landed
+// first does not make the lock look lost.
+func TestRefreshCancelledByOwnHeartbeatIsNoLoss(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	w := &answerLost{Client: db}
+	c := newClient(t, w, table, dynamolock.WithLeaseDuration(10*time.Second), dynamolock.DisableHeartbeat())
+	ctx := context.Background()
+	l, err := c.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	item, done := l.TransactionWithRefresh()
+	w.lose.Store(true)
+	require.Error(t, c.SendHeartbeatWithContext(ctx, l)) // lands; its answer is lost
+	_, err = done(db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{item}}))
+	require.Error(t, err)
+	assert.NoError(t, l.Err())
+	require.NoError(t, c.SendHeartbeatWithContext(ctx, l), "the lock is still held and renewable")
 }

@@ -229,8 +229,9 @@ func (s *scheduler) dispatch(now time.Time) {
 		if !held {
 			continue
 		}
-		if s.rtt > 0 && left < 2*s.rtt {
-			// Overloaded: this beat could not land before the lease ends.
+		if len(s.ready) > 0 && s.rtt > 0 && left < 2*s.rtt {
+			// Overloaded (others wait too): this beat could not land before
+			// the lease ends.
 			// Sending it would only take capacity from locks that can
 			// still be saved, so the lock is declared lost now.
 			l.lose(ErrLeaseExpired, nil)
@@ -278,7 +279,7 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 		}
 	}
 	if r.failed {
-		l.sched.backoff = min(max(2*l.sched.backoff, 25*time.Millisecond), s.c.heartbeatPeriod/2)
+		l.sched.backoff = min(max(2*l.sched.backoff, 25*time.Millisecond), max(s.c.heartbeatPeriod/2, 25*time.Millisecond))
 		l.sched.retryAt = now.Add(l.sched.backoff + jitter(l.sched.backoff))
 	} else {
 		l.sched.backoff = 0

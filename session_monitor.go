@@ -71,7 +71,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	inner, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
-	fctx := lockContext{Context: inner, l: l}
+	fctx := lockContext{Context: inner, l: l, cancel: cancel}
 	// Release even if fn panics, so a recovered panic leaks no lock.
 	defer func() {
 		stop()
@@ -87,32 +87,29 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 
 // lockContext is the context Do gives fn. Its Done and Err look at the
 // lock's lease first, like [Lock.Done], so that fn resumed after a pause
-// past the lease sees the loss on its first check, even before the
-// goroutine that cancels the context has run.
+// past the lease sees the loss on its first check, with the loss as the
+// cause, even before the goroutine that cancels the context has run.
+// Contexts derived from it learn of the loss a moment later.
 type lockContext struct {
 	context.Context
-	l *Lock
+	l      *Lock
+	cancel context.CancelCauseFunc
+}
+
+func (c lockContext) check() {
+	select {
+	case <-c.l.Done():
+		c.cancel(context.Cause(c.l.ctx))
+	default:
+	}
 }
 
 func (c lockContext) Done() <-chan struct{} {
-	if d := c.l.Done(); isClosed(d) {
-		return d
-	}
+	c.check()
 	return c.Context.Done()
 }
 
 func (c lockContext) Err() error {
-	if isClosed(c.l.Done()) {
-		return context.Canceled
-	}
+	c.check()
 	return c.Context.Err()
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

@@ -78,9 +78,7 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	c := l.client
 	b := newExprBuilder()
 	rvn := newRVN()
-	// Wait for a heartbeat in flight, so the RVN this write expects is the
-	// latest one this holder knows.
-	l.opMu.Lock()
+	// A heartbeat in flight has its RVN pending: the condition accepts it.
 	created := time.Now()
 	l.mu.Lock()
 	cond := l.guardCondition(b) + " AND " + b.name("#v", attrRVN) + " IN (" + b.value(":cur", attrS(l.rvn)) +
@@ -91,7 +89,6 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	cond += ")"
 	lease := l.leaseDuration
 	l.mu.Unlock()
-	l.opMu.Unlock()
 	update := "SET #v = :nv, " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease))) +
 		c.expirySets(b, created, lease)
 	item := types.TransactWriteItem{Update: &types.Update{
