@@ -282,11 +282,13 @@ func (l *Lock) end(state lockState, reason error) bool {
 	l.state = state
 	l.err = reason
 	l.mu.Unlock()
-	l.cancel(reason)
+	// Leave the registry before Done closes: whoever wakes on Done and asks
+	// the client again must not be handed this lock.
 	if c := l.client; c != nil {
 		c.locks.CompareAndDelete(l.regKey, l)
 		c.sched.notify(l)
 	}
+	l.cancel(reason)
 	return true
 }
 
