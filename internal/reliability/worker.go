@@ -211,12 +211,15 @@ func (w *worker) release(ctx context.Context, l *dynamolock.Lock) (bool, string)
 // had already run out by the lock's own clock while Done was still open:
 // work done then was done without observing the loss.
 func (w *worker) lossObserved(l *dynamolock.Lock, key string) bool {
+	// Expiry first, Done second: the other order counts a lease that ran
+	// out between the two calls, which no check could have seen.
+	expired := l.IsExpired()
 	select {
 	case <-l.Done():
 		return true
 	default:
 	}
-	if l.IsExpired() {
+	if expired {
 		w.log.add(Event{Type: EvStaleDone, Proc: w.cfg.Proc, Worker: w.id, Key: key, Token: l.FencingToken(), At: now()})
 	}
 	return false
