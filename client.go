@@ -230,7 +230,14 @@ func (c *Client) heldLock(regKey string) *Lock {
 	if !ok {
 		return nil
 	}
-	return v.(*Lock)
+	l := v.(*Lock)
+	l.mu.Lock()
+	held := l.state == stateHeld
+	l.mu.Unlock()
+	if !held {
+		return nil // ending: it leaves the registry in a moment
+	}
+	return l
 }
 
 // register records a newly acquired lock and schedules its heartbeats. If

@@ -190,10 +190,16 @@ func (l *Lock) IsExpired() bool {
 	if l == nil {
 		return true
 	}
-	l.loseIfLapsed()
+	now := time.Now()
+	l.loseIfLapsedAt(now)
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.isExpiredLocked(time.Now())
+	expired := l.isExpiredLocked(now)
+	ended, reason := l.state == stateReleased || l.state == stateLost, l.err
+	l.mu.Unlock()
+	if ended {
+		l.cancel(reason) // another goroutine may be ending it: Done is closed before we answer
+	}
+	return expired
 }
 
 func (l *Lock) isExpiredLocked(now time.Time) bool {
@@ -221,15 +227,15 @@ func (l *Lock) Done() <-chan struct{} {
 	if l == nil || l.ctx == nil {
 		return closedChan
 	}
-	l.loseIfLapsed()
+	l.loseIfLapsedAt(time.Now())
 	return l.ctx.Done()
 }
 
-// loseIfLapsed declares a held lock lost if its lease has run out, so that
-// IsExpired, Done and Err never disagree with the clock.
-func (l *Lock) loseIfLapsed() {
+// loseIfLapsedAt declares a held lock lost if its lease has run out by now,
+// so that IsExpired, Done and Err never disagree with the clock.
+func (l *Lock) loseIfLapsedAt(now time.Time) {
 	l.mu.Lock()
-	lapsed := l.state == stateHeld && !time.Now().Before(l.leaseEndLocked())
+	lapsed := l.state == stateHeld && !now.Before(l.leaseEndLocked())
 	l.mu.Unlock()
 	if lapsed {
 		l.lose(ErrLeaseExpired, nil)
@@ -243,13 +249,17 @@ func (l *Lock) Err() error {
 	if l == nil {
 		return ErrLockNotHeld
 	}
-	l.loseIfLapsed()
+	l.loseIfLapsedAt(time.Now())
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.state == stateReadOnly {
+	state, err := l.state, l.err
+	l.mu.Unlock()
+	switch state {
+	case stateReadOnly:
 		return ErrLockNotHeld
+	case stateReleased, stateLost:
+		l.cancel(err) // another goroutine may be ending it: Done is closed before we answer
 	}
-	return l.err
+	return err
 }
 
 // Close releases the lock, as [Client.ReleaseLock] does.
