@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -330,18 +331,29 @@ func startProc(env Env, sc Scenario, dir string, i int, endpoint, lockTable, dat
 	cmd.Stdout = errFile
 	cmd.Stderr = errFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the driver
-	if err := cmd.Start(); err != nil {
+	// Pdeathsig fires when the OS thread that forked the child exits, and a
+	// thread the runtime shares can exit under it (ddblocal's locked thread
+	// for a restarted server did, killing workers mid-run). Fork and reap
+	// each worker on a thread of its own that lives exactly as long.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		errFile.Close()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
 		errFile.Close()
 		proxy.Close()
 		return nil, err
 	}
 	p.cmd = cmd
 	p.owner = "proc" + strconv.Itoa(i) + "-pid" + strconv.Itoa(cmd.Process.Pid)
-	go func() {
-		p.err = cmd.Wait()
-		errFile.Close()
-		close(p.done)
-	}()
 	return p, nil
 }
 
