@@ -109,7 +109,7 @@ func BenchmarkAcquireInput(b *testing.B) {
 
 func BenchmarkHeartbeatInput(b *testing.B) {
 	c := benchInternalClient(b)
-	id := identity{owner: c.ownerName, rvn: newRVN(), token: 7}
+	id := identity{owner: c.ownerName, rvn: newRVN()}
 	l := &Lock{client: c, partitionKey: "customer-42"}
 	p := pendingWrite{rvn: newRVN(), sent: time.Now()}
 	b.ReportAllocs()

@@ -313,15 +313,14 @@ func (l *Lock) lose(cause, err error) error {
 	return l.Err()
 }
 
-// identity is what tells this acquisition's item apart from any other.
+// identity is what a write of this holder expects to find in the item.
 type identity struct {
 	owner string
 	rvn   string
-	token uint64
 }
 
 func (l *Lock) identityLocked() identity {
-	return identity{owner: l.ownerName, rvn: l.rvn, token: l.fencingToken}
+	return identity{owner: l.ownerName, rvn: l.rvn}
 }
 
 // condition holds while the item is still this acquisition's: same owner,
@@ -333,7 +332,7 @@ func (l *Lock) identityLocked() identity {
 func (id identity) condition(b *exprBuilder, newRVN string) string {
 	cond := b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(id.owner)) +
 		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ") AND " + b.name("#v", attrRVN)
-	if newRVN == "" || newRVN == id.rvn {
+	if newRVN == "" {
 		return cond + " = " + b.value(":cur", attrS(id.rvn))
 	}
 	return cond + " IN (" + b.value(":cur", attrS(id.rvn)) + ", " + b.value(":v", attrS(newRVN)) + ")"
