@@ -283,23 +283,11 @@ func start(ctx context.Context, o options) (*Server, error) {
 	s.cmd = cmd
 
 	began := time.Now()
-	started := make(chan error, 1)
-	go func() {
-		// Start and reap java from one locked OS thread that lives exactly as
-		// long as the child: Pdeathsig (Linux) fires when the *thread* that
-		// forked the child exits, so it must not be an arbitrary runtime
-		// thread. Returning without UnlockOSThread ends the thread after the
-		// child has been reaped.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		s.waitErr = cmd.Wait()
+	err = StartOwnThread(cmd, func(err error) {
+		s.waitErr = err
 		close(s.done)
-	}()
-	if err := <-started; err != nil {
+	})
+	if err != nil {
 		s.closeLog(true)
 		return nil, fmt.Errorf("ddblocal: starting java: %w", err)
 	}
@@ -368,6 +356,26 @@ func (s *Server) probe(ctx context.Context, client *http.Client) bool {
 	}
 	resp.Body.Close()
 	return true
+}
+
+// StartOwnThread starts cmd and reaps it from one locked OS thread that
+// lives exactly as long as the child, then calls exited with cmd.Wait's
+// error. With Pdeathsig (Linux) the kernel signals the child when the
+// *thread* that forked it exits, so the fork must not happen on a runtime
+// thread that some other locked goroutine may later end. Returning without
+// UnlockOSThread ends the thread once the child has been reaped.
+func StartOwnThread(cmd *exec.Cmd, exited func(error)) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited(cmd.Wait())
+	}()
+	return <-started
 }
 
 // FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.

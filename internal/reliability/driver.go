@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -331,23 +330,13 @@ func startProc(env Env, sc Scenario, dir string, i int, endpoint, lockTable, dat
 	cmd.Stdout = errFile
 	cmd.Stderr = errFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the driver
-	// Pdeathsig fires when the OS thread that forked the child exits, and a
-	// thread the runtime shares can exit under it (ddblocal's locked thread
-	// for a restarted server did, killing workers mid-run). Fork and reap
-	// each worker on a thread of its own that lives exactly as long.
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
+	// Pdeathsig fires when the forking OS thread exits: ddblocal's locked
+	// reaper thread of a restarted server once killed workers forked on it.
+	if err := ddblocal.StartOwnThread(cmd, func(err error) {
+		p.err = err
 		errFile.Close()
 		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	}); err != nil {
 		errFile.Close()
 		proxy.Close()
 		return nil, err
