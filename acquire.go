@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -41,6 +42,7 @@ func (c *Client) AcquireLockWithContext(ctx context.Context, key string, opts ..
 	o := &acquireLockOptions{
 		refreshPeriod:        DefaultRefreshPeriod,
 		additionalTimeToWait: DefaultAdditionalTimeToWaitForLock,
+		refreshJitter:        -1,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -66,6 +68,25 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 	if o.additionalTimeToWait < 0 {
 		return invalid("WithAdditionalTimeToWaitForLock", o.additionalTimeToWait, "must not be negative")
 	}
+	switch {
+	case o.refreshJitter == -1:
+		o.refreshJitter = o.refreshPeriod / 10
+	case o.refreshJitter < 0 || o.refreshJitter > o.refreshPeriod:
+		return invalid("WithRefreshJitter", o.refreshJitter, "must lie between 0 and the refresh period %s", o.refreshPeriod)
+	}
+	switch {
+	case o.lease == 0:
+		o.lease = c.leaseDuration
+	case o.lease < 0:
+		return invalid("WithLockLease", o.lease, "must be positive")
+	case c.heartbeatPeriod > 0 && o.lease/2 < c.heartbeatPeriod:
+		return invalid("WithLockLease", o.lease, "must be at least twice the heartbeat period %s", c.heartbeatPeriod)
+	}
+	sk, err := c.resolveSortKey(o.sortKey)
+	if err != nil {
+		return err
+	}
+	o.sortKey = sk
 	for name := range o.additionalAttributes {
 		if name == "" {
 			return invalid("WithAdditionalAttributes", name, "attribute names must not be empty")
@@ -82,7 +103,24 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 			return err
 		}
 	}
-	return c.validateItemSize("WithData", key, c.sortKey, o.data, o.additionalAttributes)
+	return c.validateItemSize("WithData", key, o.sortKey, o.data, o.additionalAttributes)
+}
+
+// resolveSortKey returns the sort key value of a lock: v when given, else
+// the client's default; an error when the client has no sort key to give v
+// to, or has no default where v is missing, or v is not a valid value.
+func (c *Client) resolveSortKey(v *string) (*string, error) {
+	switch {
+	case v == nil && c.sortKeyName != "" && c.sortKey == nil:
+		return nil, invalid("WithSortKeyValue", "", "is required: the client's sort key %q has no default value (WithSortKey(%q, \"\"))", c.sortKeyName, c.sortKeyName)
+	case v == nil:
+		return c.sortKey, nil
+	case c.sortKeyName == "":
+		return nil, invalid("WithSortKeyValue", *v, "needs a client with a sort key: name it with WithSortKey")
+	case *v == "" || len(*v) > maxSortKeyBytes || !utf8.ValidString(*v):
+		return nil, invalid("WithSortKeyValue", *v, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)
+	}
+	return v, nil
 }
 
 // acquisition is the state of one AcquireLock call.
@@ -214,7 +252,7 @@ func heldByUs(holder, owner string) string {
 }
 
 func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions, start time.Time) (*Lock, error) {
-	a := &acquisition{c: c, key: key, sortKey: c.sortKey, o: o, start: start, attempts: make(map[string]attempt, 2)}
+	a := &acquisition{c: c, key: key, sortKey: o.sortKey, o: o, start: start, attempts: make(map[string]attempt, 2)}
 	a.regKey = registryKey(key, a.sortKey)
 	if o.reentrant {
 		// Reentrant acquisitions of one key take turns, so that concurrent
@@ -265,7 +303,7 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 			return nil, next.err
 		}
 		in := decideInput{view: v, now: time.Now(), start: a.start, key: a.key, owner: c.ownerName, attempts: a.attempts, o: a.o,
-			deadline: a.deadlineFor(v), jitter: jitter(a.o.refreshPeriod, 10)}
+			deadline: a.deadlineFor(v), jitter: randomUpTo(a.o.refreshJitter)}
 		if v.rec != nil {
 			in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
 		}
@@ -281,7 +319,7 @@ func (a *acquisition) deadlineFor(v *view) time.Time {
 		return a.deadline
 	}
 	if v.rec == nil || v.rec.released {
-		return a.start.Add(satAdd(a.o.additionalTimeToWait, a.c.leaseDuration))
+		return a.start.Add(satAdd(a.o.additionalTimeToWait, a.o.lease))
 	}
 	a.deadline = a.start.Add(satAdd(a.o.additionalTimeToWait, v.rec.lease))
 	if !a.o.failIfLocked {
@@ -301,7 +339,7 @@ func (a *acquisition) write(ctx context.Context, takeover string, v *view) (*Loc
 	// wrote, nor later than any observer's.
 	sent := time.Now()
 	in := c.acquireInput(a.key, a.sortKey, a.o, rvn, takeover, sent)
-	at := attempt{sent: sent, lease: c.leaseDuration, unsure: true}
+	at := attempt{sent: sent, lease: a.o.lease, unsure: true}
 	a.attempts[rvn] = at
 	out, err := c.db.UpdateItem(ctx, in)
 	c.metrics.call(ctx, "UpdateItem")
@@ -454,7 +492,7 @@ func (a *acquisition) sleep(ctx context.Context, d time.Duration) error {
 func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, sent time.Time) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	set := "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(c.ownerName)) +
-		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(c.leaseDuration))) +
+		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(o.lease))) +
 		", " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(rvn))
 	remove := " REMOVE " + b.name("#r", attrIsReleased) + c.removeStaleExpiry(b)
 	switch {
@@ -478,7 +516,7 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 	// acquisitions of one key.
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
 		b.value(":base", attrN(uint64(sent.UnixMicro()))) + ") + " + b.value(":one", attrN(1))
-	set += c.expirySets(b, sent, c.leaseDuration, rvn)
+	set += c.expirySets(b, sent, o.lease, rvn)
 
 	cond := "attribute_not_exists(" + b.name("#pk", c.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {

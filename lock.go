@@ -143,6 +143,20 @@ func (l *Lock) LeaseDuration() time.Duration {
 	return l.leaseDuration
 }
 
+// Expiration returns when this client considers the lease over unless a
+// heartbeat renews it (node-redlock's expiration): a time on this host's
+// clock, never later than what any other client may conclude. It moves
+// with every renewal. For a read-only view it is the lease counted from
+// when the item was read; zero for a nil lock or a released item.
+func (l *Lock) Expiration() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leaseEnd
+}
+
 // RecordVersionNumber returns the record version number this lock last
 // wrote or read. It changes with every heartbeat.
 func (l *Lock) RecordVersionNumber() string {
