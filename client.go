@@ -335,7 +335,6 @@ func (c *Client) HasLock(key, sortKey string) bool {
 	return c.heldLock(registryKey(key, sk)) != nil
 }
 
-
 // Close releases every held lock, as CloseWithContext does with
 // context.Background().
 func (c *Client) Close() error {
