@@ -290,7 +290,7 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 				return l, err
 			}
 		case stepRead:
-			if err := a.sleep(ctx, time.Until(next.at)); err != nil {
+			if err := a.sleep(ctx, time.Until(next.at), v); err != nil {
 				return nil, err
 			}
 			item, err := a.read(ctx)
@@ -470,12 +470,25 @@ func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue
 	return out.Item, nil
 }
 
-// sleep waits d, or until ctx ends or the client closes.
-func (a *acquisition) sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d, or until ctx ends or the client closes. While the item is
+// held by this client's own owner, a release or loss of that lock here ends
+// the wait at once (same-process hand-over).
+func (a *acquisition) sleep(ctx context.Context, d time.Duration, v *view) error {
+	var woken <-chan struct{}
+	if v.rec != nil && v.rec.owner == a.c.ownerName && a.c.heldLock(a.regKey) != nil {
+		ch, unwatch := a.c.wakeups.watch(a.regKey)
+		defer unwatch()
+		woken = ch
+		if a.c.heldLock(a.regKey) == nil {
+			return nil // it ended between the read and the watch
+		}
+	}
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-woken:
 		return nil
 	case <-ctx.Done():
 		return notGranted(ctx.Err(), "key %q: context done while waiting", a.key)

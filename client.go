@@ -59,6 +59,7 @@ type Client struct {
 
 	locks        sync.Map // registry key → *Lock, the locks this client holds
 	reentrant    keyGates // reentrant acquisitions of one key take turns
+	wakeups      wakeups  // acquisitions waiting for a key this client holds
 	observations observations
 	sched        *scheduler
 

@@ -308,6 +308,7 @@ func (l *Lock) end(reason error) bool {
 	c := l.client
 	c.locks.CompareAndDelete(l.regKey, l)
 	l.cancel(reason)
+	c.wakeups.wake(l.regKey) // this client's own waiters try at once
 	c.sched.notify(l)
 	return true
 }
