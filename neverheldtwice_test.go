@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,25 @@ var (
 	isHeartbeat = faults.All(faults.Sets("recordVersionNumber"), faults.Not(faults.Sets("ownerName")))
 	isRelease   = faults.Sets("isReleased")
 )
+
+// showItem formats an item's attributes for a failure message.
+func showItem(item map[string]types.AttributeValue) string {
+	var parts []string
+	for name, v := range item {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			parts = append(parts, fmt.Sprintf("%s=%q", name, v.Value))
+		case *types.AttributeValueMemberN:
+			parts = append(parts, name+"="+v.Value)
+		case *types.AttributeValueMemberB:
+			parts = append(parts, fmt.Sprintf("%s=<%d bytes>", name, len(v.Value)))
+		default:
+			parts = append(parts, fmt.Sprintf("%s=%T", name, v))
+		}
+	}
+	slices.Sort(parts)
+	return "{" + strings.Join(parts, " ") + "}"
+}
 
 // waitClosed fails the test if ch is not closed within d.
 func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
@@ -466,7 +486,7 @@ func TestUndecodableItemIsNotLeftOwned(t *testing.T) {
 	_, released := item["isReleased"]
 	owner, _ := item["ownerName"].(*types.AttributeValueMemberS)
 	assert.True(t, released || owner == nil || owner.Value != c.OwnerName(),
-		"the item is left owned by this client, which does not renew it: %v", item)
+		"the item is left owned by this client, which does not renew it: %s", showItem(item))
 }
 
 // 1h. With WithClockSkewBound, a stored expiry counts only for the RVN it
@@ -489,7 +509,7 @@ func TestClockSkewBoundTrustsOnlyTheExpiryOfItsRVN(t *testing.T) {
 	require.NoError(t, err)
 	item := rawItem(t, db, table, keyOf("k"))
 	_, kept := item["leaseExpiresAt"]
-	assert.False(t, kept, "release left leaseExpiresAt in the item: %v", item)
+	assert.False(t, kept, "release left leaseExpiresAt in the item: %s", showItem(item))
 
 	_, err = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(table),
@@ -589,7 +609,7 @@ func TestCancelledAcquireDoesNotLeaveTheItemOwned(t *testing.T) {
 	_, released := item["isReleased"]
 	owner, _ := item["ownerName"].(*types.AttributeValueMemberS)
 	assert.True(t, released || owner == nil || owner.Value != c.OwnerName(),
-		"the acquisition returned, and the item stays owned by this client for a lease: %v", item)
+		"the acquisition returned, and the item stays owned by this client for a lease: %s", showItem(item))
 	_, err = other.AcquireLockWithContext(context.Background(), "k", dynamolock.FailIfLocked())
 	assert.NoError(t, err, "another client cannot acquire the abandoned item")
 }
