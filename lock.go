@@ -314,7 +314,7 @@ func (l *Lock) end(reason error) bool {
 }
 
 // lose records the loss of a held lock and returns the lock's end error.
-// cause is ErrLockTakenOver, ErrLeaseExpired or ErrClientClosed; a lease
+// cause is one of those LockLostError documents; a lease
 // that has already run out by this host's clock is always reported as
 // ErrLeaseExpired, which is what every reader has been answering since.
 func (l *Lock) lose(cause, err error) error {

@@ -38,7 +38,8 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // request may have landed, or may still land: a network error, a server
 // error, ctx ending during the call), the lock ends here all the same, since
 // another client may already hold the item: Done closes, and the error
-// matches [ErrReleaseOutcomeUnknown]. If the release did not land, the item
+// matches [ErrReleaseOutcomeUnknown] (as does [Lock.Err] from then on, a
+// *[LockLostError] with that cause). If the release did not land, the item
 // stays held, unrenewed, until its lease runs out.
 func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ...ReleaseLockOption) (bool, error) {
 	if lock == nil {
@@ -110,7 +111,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	default:
 		// The release may have landed, or may still land: another client
 		// may hold the item now or soon. The lock must not look held.
-		l.end(ErrLockAlreadyReleased)
+		l.lose(ErrReleaseOutcomeUnknown, err)
 		l.log(slog.LevelWarn, "release outcome unknown; the lock is no longer held here", slogErr(err))
 		return false, fmt.Errorf("dynamolock: release %q: %w: %w", l.partitionKey, ErrReleaseOutcomeUnknown, err)
 	}
