@@ -93,8 +93,9 @@ func TestElectionOneLeaderThenResign(t *testing.T) {
 	defer cancel()
 	table := newTable(t, "")
 	db, _ := newDB(t)
+	db2, cc2 := newDB(t) // the candidate's calls, counted
 	c1 := newClient(t, db, table, append(electionOpts, dynamolock.WithOwnerName("one"))...)
-	c2 := newClient(t, db, table, append(electionOpts, dynamolock.WithOwnerName("two"))...)
+	c2 := newClient(t, db2, table, append(electionOpts, dynamolock.WithOwnerName("two"))...)
 	e1, e2 := c1.NewElection("leader"), c2.NewElection("leader")
 
 	_, err := e1.Leader(ctx)
@@ -104,7 +105,10 @@ func TestElectionOneLeaderThenResign(t *testing.T) {
 
 	l1, err := e1.Campaign(ctx, []byte("one's value"))
 	require.NoError(t, err)
+	cc2.reset()
+	campaignStart := time.Now()
 	second := campaign(ctx, e2, "two's value")
+	reads := 0 // the test's own reads through c2
 
 	// The second candidate waits across several of the leader's leases.
 	waitUntil := time.Now().Add(2 * electionLease)
@@ -115,6 +119,7 @@ func TestElectionOneLeaderThenResign(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 		ld, err := e2.Leader(ctx)
+		reads++
 		require.NoError(t, err)
 		require.Equal(t, "one", ld.Owner, "leader's lock: %v; stats %+v", l1.Err(), c1.Stats())
 		require.Equal(t, "one's value", string(ld.Value))
@@ -125,6 +130,7 @@ func TestElectionOneLeaderThenResign(t *testing.T) {
 	// Proclaim changes the value in place: same term, same token.
 	require.NoError(t, e1.Proclaim(ctx, []byte("one's new value")))
 	ld, err := e2.Leader(ctx)
+	reads++
 	require.NoError(t, err)
 	require.Equal(t, dynamolock.Leader{Owner: "one", Value: []byte("one's new value"), FencingToken: l1.FencingToken()}, ld)
 
@@ -134,7 +140,13 @@ func TestElectionOneLeaderThenResign(t *testing.T) {
 	require.ErrorIs(t, e1.Proclaim(ctx, []byte("late")), dynamolock.ErrNotLeader)
 
 	r := <-second
+	calls := cc2.reset()
 	require.NoError(t, r.err)
+	calls["GetItem"] -= reads
+	waited := r.at.Sub(campaignStart)
+	t.Logf("a candidate that waited %s: %v", waited, calls)
+	assert.Equal(t, 2, calls["UpdateItem"], "one failed write, one winning write")
+	assert.LessOrEqual(t, calls["GetItem"], int(waited/(dynamolock.DefaultRefreshPeriod*9/10))+1, "one read per refresh period")
 	took := r.at.Sub(resignedAt)
 	t.Logf("after resignation the candidate led in %s", took)
 	assert.Less(t, took, dynamolock.DefaultRefreshPeriod+slack, "the candidate must win within one refresh period of the resignation")
@@ -190,7 +202,8 @@ func TestElectionObserveSeesEveryChangeInOrder(t *testing.T) {
 	db, _ := newDB(t)
 	c1 := newClient(t, db, table, append(electionOpts, dynamolock.WithOwnerName("one"))...)
 	c2 := newClient(t, db, table, append(electionOpts, dynamolock.WithOwnerName("two"))...)
-	watcher := newClient(t, db, table, electionOpts...)
+	wdb, wcc := newDB(t) // the bystander observer's calls, counted
+	watcher := newClient(t, wdb, table, electionOpts...)
 	e1, e2 := c1.NewElection("leader"), c2.NewElection("leader")
 
 	l1, err := e1.Campaign(ctx, []byte("v1"))
@@ -198,6 +211,7 @@ func TestElectionObserveSeesEveryChangeInOrder(t *testing.T) {
 
 	// Two observers: one in a bystander client, one in the leader's own.
 	octx, ocancel := context.WithCancel(ctx)
+	observeStart := time.Now()
 	var mu sync.Mutex
 	seen := map[string][]dynamolock.Leader{}
 	var wg sync.WaitGroup
@@ -235,6 +249,11 @@ func TestElectionObserveSeesEveryChangeInOrder(t *testing.T) {
 
 	ocancel()
 	wg.Wait() // both channels closed when their context ended
+	observed := time.Since(observeStart)
+	calls := wcc.reset()
+	t.Logf("an observer over %s: %v", observed, calls)
+	assert.Equal(t, map[string]int{"GetItem": calls["GetItem"]}, calls, "an observer only reads")
+	assert.LessOrEqual(t, calls["GetItem"], int(observed/dynamolock.DefaultRefreshPeriod)+1, "one read per second")
 
 	t1, t2 := l1.FencingToken(), r.lock.FencingToken()
 	want := []dynamolock.Leader{

@@ -146,11 +146,11 @@ func (m *multiAcquisition) run(ctx context.Context) (map[string]*Lock, error) {
 	for {
 		locks, held, err := m.tryWrite(ctx, takeover)
 		if err != nil {
+			var lng *LockNotGrantedError
+			if errors.As(err, &lng) || errors.Is(err, ErrClientClosed) {
+				return nil, err
+			}
 			if !m.retryable(ctx, err) {
-				var lng *LockNotGrantedError
-				if errors.As(err, &lng) || errors.Is(err, ErrClientClosed) {
-					return nil, err
-				}
 				return nil, notGranted(err, "keys %q", m.keys)
 			}
 			if err := m.sleep(ctx, m.o.refreshPeriod); err != nil {
