@@ -292,6 +292,19 @@ func TestElectionCampaignCancelledAndBadName(t *testing.T) {
 	_, open := <-bad.Observe(ctx)
 	require.False(t, open, "Observe of a bad name closes at once")
 
+	closing, err := dynamolock.New(db, table, electionOpts...)
+	require.NoError(t, err)
+	watch := closing.NewElection("leader").Observe(ctx)
+	_, open = <-watch
+	require.True(t, open, "the current leader")
+	require.NoError(t, closing.Close())
+	select {
+	case _, open = <-watch:
+		require.False(t, open, "Observe closes when its client is closed")
+	case <-time.After(slack):
+		t.Fatal("Observe did not close with its client")
+	}
+
 	// Campaigning again while leading keeps the term and proclaims.
 	e := c1.NewElection("other")
 	l, err := e.Campaign(ctx, []byte("a"))
