@@ -74,6 +74,7 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 	o := &acquireLockOptions{
 		refreshPeriod:        DefaultRefreshPeriod,
 		additionalTimeToWait: DefaultAdditionalTimeToWaitForLock,
+		refreshJitter:        -1,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -88,7 +89,7 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 		return nil, unsupported("AcquireLocks", "TransactWriteItems")
 	}
 	m := &multiAcquisition{c: c, tw: tw, o: o, start: time.Now(), keys: slices.Sorted(slices.Values(keys)),
-		attempts: make(map[string]time.Time, 2)}
+		attempts: make(map[string]attempt, 2)}
 	byKey, err := m.run(ctx)
 	c.metrics.acquired(ctx, err, time.Since(m.start))
 	if err != nil {
@@ -134,11 +135,10 @@ type multiAcquisition struct {
 	start    time.Time
 	keys     []string  // sorted
 	deadline time.Time // zero until a holder has been seen
-	// attempts maps each record version number a transaction of this call
-	// wrote (one for all its keys) to when it was sent, so that a
-	// transaction whose answer was lost is recognised when the next one
-	// finds its items.
-	attempts map[string]time.Time
+	// attempts holds each record version number a transaction of this call
+	// wrote (one for all its keys), so that a transaction whose answer was
+	// lost is recognised when the next one finds its items.
+	attempts map[string]attempt
 }
 
 func (m *multiAcquisition) run(ctx context.Context) (map[string]*Lock, error) {
@@ -174,16 +174,16 @@ func (m *multiAcquisition) run(ctx context.Context) (map[string]*Lock, error) {
 func (m *multiAcquisition) tryWrite(ctx context.Context, takeover map[string]string) (map[string]*Lock, map[string]map[string]types.AttributeValue, error) {
 	c := m.c
 	rvn := newRVN()
+	sent := time.Now() // one instant for the stored expiries and the locks' leases
 	items := make([]types.TransactWriteItem, len(m.keys))
 	for i, k := range m.keys {
-		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(k, m.o, rvn, takeover[k]))}
+		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(k, m.o.sortKey, m.o, rvn, takeover[k], sent))}
 	}
-	sent := time.Now()
-	m.attempts[rvn] = sent
+	m.attempts[rvn] = attempt{sent: sent, lease: m.o.lease}
 	_, err := m.tw.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	c.metrics.call(ctx, "TransactWriteItems")
 	if err == nil {
-		locks, err := m.adopt(ctx, rvn, sent)
+		locks, err := m.adopt(ctx, rvn, m.attempts[rvn])
 		return locks, nil, err
 	}
 	var tce *types.TransactionCanceledException
@@ -242,86 +242,78 @@ func transactUpdate(in *dynamodb.UpdateItemInput) *types.Update {
 }
 
 // wait watches the held keys until each is free or stale, the wait runs
-// out, or it turns out the transaction of an earlier attempt landed. It
-// returns the takeover RVNs for the next transaction, or the locks, or the
-// error that ends the call.
+// out, or it turns out the transaction of an earlier attempt landed; each
+// key is judged by the same decision as a single acquisition's. It returns
+// the takeover RVNs for the next transaction, or the locks, or the error
+// that ends the call.
 func (m *multiAcquisition) wait(ctx context.Context, held map[string]map[string]types.AttributeValue) (map[string]string, map[string]*Lock, error) {
 	c := m.c
+	views := make(map[string]*view, len(held))
+	learn := func(k string, item map[string]types.AttributeValue) {
+		v := &view{known: true, raw: item, absent: len(item) == 0}
+		if !v.absent {
+			if v.rec, v.bad = c.schema.decodeItem(item); v.bad == nil && !v.rec.released {
+				v.seen = c.observations.observe(registryKey(k, m.o.sortKey), v.rec.rvn, time.Now())
+				if d := m.start.Add(satAdd(m.o.additionalTimeToWait, v.rec.lease)); d.After(m.deadline) {
+					m.deadline = d // the longest lease among the holders
+				}
+			}
+		}
+		views[k] = v
+	}
+	for k, item := range held {
+		learn(k, item)
+	}
 	for {
-		takeover := make(map[string]string, len(held))
+		takeover := make(map[string]string, len(views))
 		now := time.Now()
-		wake := time.Time{}
-		var holder *lockRecord
-		var holderKey string
+		var wake time.Time
 		for _, k := range m.keys {
-			item, ok := held[k]
+			v, ok := views[k]
 			if !ok {
 				continue
 			}
-			if len(item) == 0 {
-				delete(held, k)
-				continue
+			in := decideInput{view: v, now: now, start: m.start, key: k, owner: c.ownerName, attempts: m.attempts, o: m.o,
+				deadline: m.deadline, jitter: randomUpTo(m.o.refreshJitter)}
+			if v.rec != nil {
+				in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, now)
 			}
-			rec, err := c.schema.decodeItem(item)
-			if err != nil {
-				return nil, nil, notGranted(err, "key %q holds an item this client cannot interpret; it is treated as held", k)
-			}
-			if rec.released {
-				delete(held, k)
-				continue
-			}
-			if sent, ok := m.attempts[rec.rvn]; ok && rec.owner == c.ownerName {
-				if time.Since(sent) < rec.lease {
-					// An earlier transaction landed and its answer was lost:
-					// all of its items carry this RVN.
-					locks, err := m.adopt(ctx, rec.rvn, sent)
-					return nil, locks, err
+			switch d := decide(in); d.step {
+			case stepFail:
+				return nil, nil, d.err
+			case stepAdopt:
+				// An earlier transaction landed and its answer was lost:
+				// all of its items carry this RVN.
+				locks, err := m.adopt(ctx, v.rec.rvn, m.attempts[v.rec.rvn])
+				return nil, locks, err
+			case stepWrite:
+				if d.stale {
+					c.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(k), slogOwner(v.rec.owner), slogRVN(v.rec.rvn))
 				}
-				takeover[k] = rec.rvn // our own write, but its lease is over
-				continue
+				takeover[k] = d.takeover
+				delete(views, k)
+			case stepRead:
+				if wake.IsZero() || d.at.Before(wake) {
+					wake = d.at
+				}
 			}
-			firstSeen := c.observations.observe(c.registryKey(k), rec.rvn, now)
-			staleAt := firstSeen.Add(rec.lease)
-			if at, ok := c.staleByClockAt(rec, now); ok && at.Before(staleAt) {
-				staleAt = at
-			}
-			if !now.Before(staleAt) {
-				c.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(k), slogOwner(rec.owner), slogRVN(rec.rvn))
-				takeover[k] = rec.rvn
-				continue
-			}
-			if d := m.start.Add(satAdd(m.o.additionalTimeToWait, rec.lease)); d.After(m.deadline) {
-				m.deadline = d
-			}
-			if wake.IsZero() || staleAt.Before(wake) {
-				wake = staleAt
-			}
-			holder, holderKey = rec, k
 		}
-		if holder == nil {
+		if len(views) == 0 {
 			return takeover, nil, nil // every key is free or stale: try again
 		}
-		if m.o.failIfLocked {
-			return nil, nil, notGranted(&LockHeldError{Key: holderKey, Owner: holder.owner, LeaseDuration: holder.lease}, "FailIfLocked")
-		}
-		if !now.Before(m.deadline) {
-			return nil, nil, notGranted(&TimeoutError{Age: now.Sub(m.start)},
-				"key %q stayed held by owner %q", holderKey, holder.owner)
-		}
-		d := m.o.refreshPeriod - jitter(m.o.refreshPeriod)
-		d = min(d, wake.Sub(now), m.deadline.Sub(now))
-		if err := m.sleep(ctx, d); err != nil {
+		if err := m.sleep(ctx, time.Until(wake)); err != nil {
 			return nil, nil, err
 		}
-		for k := range held {
+		for k, v := range views {
 			item, err := m.read(ctx, k)
 			if err != nil {
 				if !m.retryable(ctx, err) {
 					return nil, nil, notGranted(err, "key %q", k)
 				}
+				v.failed = err
 				continue // judge the item last seen
 			}
-			held[k] = item
+			learn(k, item)
 		}
 	}
 }
@@ -329,7 +321,7 @@ func (m *multiAcquisition) wait(ctx context.Context, held map[string]map[string]
 // adopt reads back every key a committed transaction wrote (its RVN rvn,
 // sent at sent) and registers the locks. The reads give each lock its
 // fencing token and the item's data and attributes.
-func (m *multiAcquisition) adopt(ctx context.Context, rvn string, sent time.Time) (map[string]*Lock, error) {
+func (m *multiAcquisition) adopt(ctx context.Context, rvn string, at attempt) (map[string]*Lock, error) {
 	c := m.c
 	locks := make(map[string]*Lock, len(m.keys))
 	var failed error
@@ -337,9 +329,10 @@ func (m *multiAcquisition) adopt(ctx context.Context, rvn string, sent time.Time
 		rec, err := m.readBack(ctx, k, rvn)
 		if err != nil {
 			failed = err
-			rec = &lockRecord{owner: c.ownerName, rvn: rvn, lease: c.leaseDuration}
+			rec = &lockRecord{owner: c.ownerName, rvn: rvn, lease: at.lease}
 		}
-		l := newLockFromRecord(c, k, rec, sent, stateHeld)
+		l := newHeldLock(c, k, m.o.sortKey, rec, at.sent)
+		l.leaseEnd = at.sent.Add(at.lease)
 		l.deleteOnRelease = m.o.deleteLockOnRelease
 		if sm := m.o.sessionMonitor; sm != nil {
 			own := *sm // a monitor's state belongs to one lock
@@ -410,7 +403,7 @@ func (m *multiAcquisition) readAll(ctx context.Context) (map[string]map[string]t
 func (m *multiAcquisition) read(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
 	out, err := m.c.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(m.c.tableName),
-		Key:            m.c.itemKey(key),
+		Key:            m.c.itemKeyOf(key, m.o.sortKey),
 		ConsistentRead: aws.Bool(true),
 	})
 	m.c.metrics.call(ctx, "GetItem")
@@ -431,7 +424,7 @@ func (m *multiAcquisition) retryable(ctx context.Context, err error) bool {
 	}
 	deadline := m.deadline
 	if deadline.IsZero() {
-		deadline = m.start.Add(satAdd(m.o.additionalTimeToWait, m.c.leaseDuration))
+		deadline = m.start.Add(satAdd(m.o.additionalTimeToWait, m.o.lease))
 	}
 	m.c.logger.LogAttrs(ctx, slog.LevelWarn, "acquire of several keys failed, retrying", slog.Any("keys", m.keys), slogErr(err))
 	return time.Now().Before(deadline)
