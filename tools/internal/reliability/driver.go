@@ -22,7 +22,7 @@ import (
 
 	"github.com/arielsrv/dynamolock/v2"
 	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
-	"github.com/arielsrv/dynamolock/v2/internal/faults"
+	"github.com/arielsrv/dynamolock/v2/tools/internal/netfaults"
 )
 
 // Fault kinds.
@@ -129,7 +129,7 @@ type Outcome struct {
 
 type proc struct {
 	cmd    *exec.Cmd
-	proxy  *faults.Proxy
+	proxy  *netfaults.Proxy
 	owner  string
 	events string
 	stderr string
@@ -299,7 +299,7 @@ func createTables(ctx context.Context, db *dynamodb.Client, tables ...string) er
 }
 
 func startProc(env Env, sc Scenario, dir string, i int, endpoint, lockTable, dataTable string, keys []string, until time.Time) (*proc, error) {
-	proxy, err := faults.NewProxy(endpoint)
+	proxy, err := netfaults.NewProxy(endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -393,10 +393,10 @@ func inject(ctx context.Context, f Fault, targets []*proc, admin *dynamodb.Clien
 		}
 		switch f.Kind {
 		case FaultLatency:
-			add(p.proxy.Latency(faults.Downstream, f.Latency, f.Latency/4))
+			add(p.proxy.Latency(netfaults.Downstream, f.Latency, f.Latency/4))
 		case FaultBandwidth:
-			add(p.proxy.Bandwidth(faults.Downstream, f.Bandwidth))
-			add(p.proxy.Bandwidth(faults.Upstream, f.Bandwidth))
+			add(p.proxy.Bandwidth(netfaults.Downstream, f.Bandwidth))
+			add(p.proxy.Bandwidth(netfaults.Upstream, f.Bandwidth))
 		case FaultCut:
 			err = p.proxy.Cut()
 		case FaultDrop:
