@@ -197,3 +197,13 @@ const otherTests = `Beside this suite, these tests cover faults (all run by ` + 
   every test of the package).
 
 `
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
