@@ -22,7 +22,7 @@ func Summary(o *Outcome) string {
 
 // Command is the command that reproduces a scenario.
 func Command(sc Scenario, full bool) string {
-	cmd := "bash scripts/ddblocal.sh run go test -race -count=1 -v ./internal/reliability -run 'TestReliability/^" + sc.Name + "$'"
+	cmd := "bash scripts/ddblocal.sh run go -C tools test -race -count=1 -v ./internal/reliability -run 'TestReliability/^" + sc.Name + "$'"
 	if full {
 		cmd += " -reliability.full"
 	}
@@ -67,7 +67,7 @@ plain ` + "`UpdateItem`" + ` (an *unguarded write*). Every section and write is 
 	b.WriteString(`How to run:
 
 - ` + "`make reliability`" + `: the full suite (about ten minutes), rewriting this file.
-- ` + "`make test`" + ` runs the short suite as part of ` + "`./internal/reliability`" + `'s tests.
+- ` + "`make test`" + ` runs the short suite as part of ` + "`tools/internal/reliability`" + `'s tests.
 - One scenario: the command under its section. Add ` + "`-reliability.keep`" + ` to keep the workers' configs and
   event logs (JSON lines, one per process) for inspection; ` + "`RELIABILITY=full`" + ` in the environment is the same as
   ` + "`-reliability.full`" + `.
@@ -178,14 +178,15 @@ func counts(m map[string]int) string {
 }
 
 // otherTests describes the reliability tests outside this suite.
-const otherTests = `Beside this suite, the root package's tests cover (all run by ` + "`make test`" + `):
+const otherTests = `Beside this suite, these tests cover faults (all run by ` + "`make test`" + `):
 
-- ` + "`faults_test.go`" + `: toxiproxy in process between one client and DynamoDB Local: a cut shorter than the
-  lease keeps the lock; a longer one closes Done with ` + "`ErrLeaseExpired`" + ` and lets a direct client take
-  over; a heartbeat whose write landed but whose answer was lost (dropped, reset, or replaced by a 500)
-  is retried with the same record version number and keeps the lock; latency spikes; heartbeats
-  through 30% of 500 errors; ` + "`WithHoldLockOnServiceUnavailable`" + ` through 503s, and its hazard; Done closed
-  as soon as the lease has run out.
+- ` + "`tools/integration/netfaults_test.go`" + `: toxiproxy in process between one client and DynamoDB Local: a
+  cut shorter than the lease keeps the lock; a longer one closes Done with ` + "`ErrLeaseExpired`" + ` and lets a
+  direct client take over; a heartbeat whose write landed but whose answer was lost (dropped, reset, or
+  replaced by a 500) is retried with the same record version number and keeps the lock; latency spikes.
+- the root package's ` + "`faults_test.go`" + `: heartbeats through 30% of 500 errors;
+  ` + "`WithHoldLockOnServiceUnavailable`" + ` through 503s, and its hazard; Done closed as soon as the lease has
+  run out.
 - ` + "`badinput_test.go`" + `: every bad input the API can receive, the typed error it gets, and proof that
   no DynamoDB call was made; extreme durations.
 - ` + "`hostile_items_test.go`" + `: lock items corrupted by another tool give a clear error or are treated as
@@ -196,3 +197,13 @@ const otherTests = `Beside this suite, the root package's tests cover (all run b
   every test of the package).
 
 `
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
