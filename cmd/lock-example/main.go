@@ -123,6 +123,10 @@ Examples:
 Flags:
 `
 
+// roleEnv, in lock-example's environment, selects one of the hidden roles
+// lock-example re-executes itself in (see guardian_unix.go).
+const roleEnv = "LOCK_EXAMPLE_INTERNAL_ROLE"
+
 var subcommands = []string{"create-table", "list", "show", "force-release"}
 
 // config holds the flags.
@@ -140,6 +144,7 @@ type config struct {
 	releaseOnError bool
 	createTable    bool
 	json           bool
+	watch          time.Duration
 	verbose        bool
 }
 
@@ -155,10 +160,11 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "longest wait for the lock; implies --wait-for-lock (0: no limit)")
 	fs.DurationVar(&cfg.lease, "lease", dynamolock.DefaultLeaseDuration, "lease duration: how long the lock outlives its last heartbeat")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 0, "heartbeat period, at most half the lease (0: a quarter of --lease)")
-	fs.DurationVar(&cfg.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	fs.DurationVar(&cfg.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL when the command must stop (0: a quarter of --lease);\nless than --lease minus --heartbeat minus a fifth of --lease")
 	fs.BoolVar(&cfg.releaseOnError, "release-on-error", false, "release the lock also when the command fails (default: keep it until the lease runs out)")
 	fs.BoolVar(&cfg.createTable, "create-table", false, "create the table first if it does not exist")
 	fs.BoolVar(&cfg.json, "json", false, "list, show: print JSON")
+	fs.DurationVar(&cfg.watch, "watch", 0, "list, show: read the locks again until this much time has passed, and say which\nwere renewed meanwhile (a holder that renews none for its lease is dead or cut off)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "log lock events to stderr")
 	// flag calls Usage on every parse error; run prints the help itself.
 	fs.Usage = func() {}
@@ -173,6 +179,9 @@ func printHelp(fs *flag.FlagSet, w io.Writer) {
 }
 
 func main() {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(runRole(role))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -233,27 +242,87 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// usageError is a bad flag value or combination, found before any
+// DynamoDB call; lock-example exits with 125 on it.
+type usageError struct {
+	flag   string // the flag, as written on the command line
+	value  any
+	reason string
+}
+
+func (e *usageError) Error() string {
+	return fmt.Sprintf("%s %v: %s", e.flag, e.value, e.reason)
+}
+
+// timings are the lease arithmetic of a run, derived from the flags.
+type timings struct {
+	lease     time.Duration // --lease
+	heartbeat time.Duration // --heartbeat, or a quarter of the lease
+	killGrace time.Duration // --kill-grace, or a quarter of the lease
+	// margin is how long before the end of the lease (by lock-example's own
+	// clock, which starts counting before the renewing write is sent) the
+	// command must be dead: time for SIGKILL to take effect, for a
+	// scheduler delay, and for clocks that run at slightly different rates.
+	margin time.Duration
+}
+
+// stopAfter is how long renewals may fail before lock-example starts
+// stopping the command: SIGKILL then lands margin before the lease ends.
+func (t timings) stopAfter() time.Duration { return t.lease - t.killGrace - t.margin }
+
+// timings validates the duration flags and fills in their defaults.
+func (c *config) timings() (timings, error) {
+	t := timings{lease: c.lease, heartbeat: c.heartbeat, killGrace: c.killGrace}
+	if t.lease <= 0 {
+		return t, &usageError{"--lease", t.lease, "must be positive"}
+	}
+	if t.heartbeat == 0 {
+		t.heartbeat = t.lease / 4
+	}
+	switch {
+	case t.heartbeat <= 0:
+		return t, &usageError{"--heartbeat", t.heartbeat, "must be positive"}
+	case t.heartbeat > t.lease/2:
+		return t, &usageError{"--heartbeat", t.heartbeat, fmt.Sprintf("must be at most half of --lease %s", t.lease)}
+	case c.timeout < 0:
+		return t, &usageError{"--timeout", c.timeout, "must not be negative"}
+	case t.killGrace < 0:
+		return t, &usageError{"--kill-grace", t.killGrace, "must not be negative"}
+	}
+	if t.killGrace == 0 {
+		t.killGrace = t.lease / 4
+	}
+	t.margin = t.lease / 10
+	// A renewal is due every heartbeat: stopping must not begin before one
+	// has had the time to fail (plus the margin for its round trip).
+	if t.stopAfter() <= t.heartbeat+t.margin {
+		return t, &usageError{"--kill-grace", t.killGrace, fmt.Sprintf(
+			"does not fit in --lease %s: the command must be dead %s (a tenth of the lease) before the lease ends, "+
+				"and stopping it may begin only after renewals failed for over --heartbeat %s plus that margin; "+
+				"it must be less than %s (or use a longer --lease or a shorter --heartbeat)",
+			t.lease, t.margin, t.heartbeat, max(0, t.lease-t.heartbeat-2*t.margin))}
+	}
+	return t, nil
+}
+
 // clientOptions turns the flags into the lock client's options.
 func (c *config) clientOptions(stderr io.Writer) ([]dynamolock.ClientOption, error) {
+	t, err := c.timings()
+	if err != nil {
+		return nil, err
+	}
 	opts := []dynamolock.ClientOption{
 		dynamolock.WithPartitionKeyName(c.partitionKey),
-		dynamolock.WithLeaseDuration(c.lease),
+		dynamolock.WithLeaseDuration(t.lease),
+		dynamolock.WithHeartbeatPeriod(t.heartbeat),
 	}
-	hb := c.heartbeat
-	if hb == 0 {
-		hb = c.lease / 4
-	}
-	if hb <= 0 {
-		return nil, fmt.Errorf("--heartbeat %s: must be positive", hb)
-	}
-	opts = append(opts, dynamolock.WithHeartbeatPeriod(hb))
 	if c.owner != "" {
 		opts = append(opts, dynamolock.WithOwnerName(c.owner))
 	}
 	if c.sortKey != "" {
 		name, value, ok := strings.Cut(c.sortKey, "=")
 		if !ok || name == "" || value == "" {
-			return nil, fmt.Errorf("--sort-key %q: want NAME=VALUE", c.sortKey)
+			return nil, &usageError{"--sort-key", fmt.Sprintf("%q", c.sortKey), "want NAME=VALUE"}
 		}
 		opts = append(opts, dynamolock.WithSortKey(name, value))
 	}
@@ -265,17 +334,25 @@ func (c *config) clientOptions(stderr io.Writer) ([]dynamolock.ClientOption, err
 
 // newClient connects to DynamoDB and builds a lock client from the flags.
 func (c *config) newClient(stderr io.Writer, extra ...dynamolock.ClientOption) (*dynamolock.Client, *dynamodb.Client, error) {
-	opts, err := c.clientOptions(stderr)
-	if err != nil {
-		return nil, nil, err
+	if _, err := c.clientOptions(stderr); err != nil {
+		return nil, nil, err // bad flags are reported before the AWS configuration is read
 	}
 	db, err := newDynamoDB(context.Background(), os.Getenv)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := dynamolock.New(db, c.table, append(opts, extra...)...)
+	client, err := c.newClientFor(db, stderr, extra...)
 	if err != nil {
 		return nil, nil, err
 	}
 	return client, db, nil
+}
+
+// newClientFor builds a lock client on db from the flags.
+func (c *config) newClientFor(db *dynamodb.Client, stderr io.Writer, extra ...dynamolock.ClientOption) (*dynamolock.Client, error) {
+	opts, err := c.clientOptions(stderr)
+	if err != nil {
+		return nil, err
+	}
+	return dynamolock.New(db, c.table, append(opts, extra...)...)
 }
