@@ -13,6 +13,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/logging"
 )
 
 // Region and credentials for DynamoDB Local on this machine when the
@@ -46,11 +47,17 @@ func newDynamoDB(ctx context.Context, getenv func(string) string) (*dynamodb.Cli
 	if (id == "") != (secret == "") {
 		return nil, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together")
 	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	local := endpoint != "" && isLoopback(endpoint)
+	var opts []func(*awsconfig.LoadOptions) error
+	if local {
+		// The chain's providers would warn about what DynamoDB Local does
+		// not need (no instance metadata, say).
+		opts = append(opts, awsconfig.WithLogger(logging.Nop{}))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS configuration: %w", err)
 	}
-	local := endpoint != "" && isLoopback(endpoint)
 	if local {
 		if cfg.Region == "" {
 			cfg.Region = localRegion

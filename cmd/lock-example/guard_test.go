@@ -117,7 +117,7 @@ func TestCtrlZWithoutTerminal(t *testing.T) {
 			if err := syscall.Kill(-lockExample, syscall.SIGTSTP); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(10 * time.Second)
 			for !allStopped(job) || !stopped(lockExample) {
 				if time.Now().After(deadline) {
 					t.Fatalf("the job's group and lock-example did not stop: %s\nstderr:\n%s",
@@ -178,7 +178,7 @@ echo "after-fg rc=$?"`
 	if _, err := master.Write([]byte{0x1a}); err != nil { // ^Z
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(out.String(), "after-stop rc=14") {
 		if time.Now().After(deadline) {
 			ls, _ := readStat(lockExample)

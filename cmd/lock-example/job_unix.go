@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -241,12 +242,20 @@ func getsid(pid int) (int, bool) {
 // once it was continued (SIGCONT arrives on cont). It stops with SIGSTOP:
 // once os/signal has caught SIGTSTP, the Go runtime keeps its own handler
 // for it, which would swallow a SIGTSTP sent to itself.
+//
+// A stopped process runs no code: once lock-example runs a second after it
+// stopped itself, it was continued even if the SIGCONT was not seen.
 func stopSelf(cont chan os.Signal) {
 	for len(cont) > 0 {
 		<-cont
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-	<-cont
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-cont:
+	case <-t.C:
+	}
 }
 
 // foregroundTerminal returns f's descriptor when f is a terminal whose

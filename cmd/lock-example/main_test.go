@@ -145,6 +145,8 @@ func startToolAttr(t *testing.T, env []string, attr *syscall.SysProcAttr, args .
 	p.cmd = exec.Command(binPath, args...)
 	p.cmd.Env = append(childEnv(), env...)
 	p.cmd.SysProcAttr = attr
+	// A process left behind holding stdout must not keep Wait waiting.
+	p.cmd.WaitDelay = 2 * time.Second
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	p.started = time.Now()

@@ -24,9 +24,10 @@ import (
 
 // procStat is what /proc/PID/stat says of a process.
 type procStat struct {
-	state byte // R, S, D, T (stopped), t, Z, X
-	ppid  int
-	pgrp  int
+	state   byte // R, S, D, T (stopped), t, Z, X
+	ppid    int
+	pgrp    int
+	session int
 }
 
 func readStat(pid int) (procStat, bool) {
@@ -40,12 +41,13 @@ func readStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 3 {
+	if len(f) < 4 {
 		return procStat{}, false
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	pgrp, _ := strconv.Atoi(f[2])
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, true
+	session, _ := strconv.Atoi(f[3])
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, session: session}, true
 }
 
 // stopped reports whether pid is stopped by a signal.
@@ -173,13 +175,13 @@ func terminalSession(t *testing.T, script string, env []string) (master *os.File
 		close(done)
 	}()
 	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Process.Kill()
-			<-done
+		// Everything of the session: the shell, its jobs in their own
+		// process groups, and what they started.
+		for _, pid := range sessionMembers(cmd.Process.Pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+		_ = cmd.Process.Kill()
+		<-done
 		master.Close()
 		<-copied
 	})
@@ -281,4 +283,20 @@ func describe(pids []int) string {
 		fmt.Fprintf(&b, " %d(%s):%c", pid, strings.TrimSpace(string(comm)), st.state)
 	}
 	return b.String()
+}
+
+// sessionMembers returns the processes of session sid.
+func sessionMembers(sid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(pid); ok && st.session == sid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
