@@ -3,7 +3,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -39,11 +41,6 @@ wait`
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	a.wait(t)
-	// Another host, waiting for the lock, checks that nothing of the job
-	// runs when it gets the lock.
-	check := `for p in $(cat "$D/pids"); do kill -0 "$p" 2>/dev/null && echo "ALIVE $p"; done; echo checked`
-	b := startTool(t, flagsFor(table, "--owner", "host-b", "--wait-for-lock", "--timeout", "20s", "k", "sh", "-c", "D="+dir+"\n"+check)...)
 	waitFor(t, 2*time.Second, "every process of the job to be gone", func() bool {
 		for _, pid := range readPIDs(t, pids) {
 			if !gone(pid) {
@@ -53,6 +50,11 @@ wait`
 		return true
 	})
 	t.Logf("job gone %s after SIGKILL of lock-example", time.Since(killed).Round(time.Millisecond))
+	a.wait(t)
+	// Another host, waiting for the lock, checks that nothing of the job
+	// runs when it gets the lock.
+	check := `for p in $(cat "$D/pids"); do kill -0 "$p" 2>/dev/null && echo "ALIVE $p"; done; echo checked`
+	b := startTool(t, flagsFor(table, "--owner", "host-b", "--wait-for-lock", "--timeout", "20s", "k", "sh", "-c", "D="+dir+"\n"+check)...)
 	b.wait(t)
 	wantCode(t, b, exitOK)
 	if out := b.stdout.String(); strings.Contains(out, "ALIVE") || !strings.Contains(out, "checked") {
@@ -82,10 +84,27 @@ func TestNormalExitWaitsForGroup(t *testing.T) {
 	}
 }
 
-// jobScript is a job that ticks until the file "end" exists.
+// jobScript is a bash job that ticks until the file "end" exists. It forks
+// nothing: a Ctrl-Z landing while a shell waits for a vfork child that has
+// not yet executed stops the child and leaves the shell unstoppable (the
+// same without lock-example), which would make these tests flaky. read -t
+// on the fifo "tick" (opened read-write: it never ends) is its sleep.
 const jobScript = `echo $$ >"$D/pid"
-while [ ! -e "$D/end" ]; do echo tick >>"$D/log"; sleep 0.05; done
+while [ ! -e "$D/end" ]; do echo tick >>"$D/log"; read -r -t 0.05 _ <>"$D/tick"; done
 echo job-done`
+
+// jobDir returns a directory for jobScript, with its fifo.
+func jobDir(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("needs bash")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "tick"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
 
 // TestCtrlZWithoutTerminal: lock-example runs as a job of a shell with job
 // control, its stdin not a terminal, so Ctrl-Z sends SIGTSTP to
@@ -105,10 +124,10 @@ func TestCtrlZWithoutTerminal(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			key := "ctrl-z-" + strings.ReplaceAll(tt.name, " ", "-")
-			dir := t.TempDir()
+			dir := jobDir(t)
 			killOnCleanup(t, filepath.Join(dir, "pid"))
 			p := startToolAttr(t, nil, &syscall.SysProcAttr{Setpgid: true},
-				flagsFor(table, "--verbose", key, "sh", "-c", "D="+dir+"\n"+jobScript)...)
+				flagsFor(table, "--verbose", key, "bash", "-c", "D="+dir+"\n"+jobScript)...)
 			waitFor(t, 10*time.Second, "the job to start", fileHas(filepath.Join(dir, "pid"), "\n"))
 			job := readPID(t, filepath.Join(dir, "pid"))
 			lockExample := p.cmd.Process.Pid
@@ -159,10 +178,10 @@ func TestCtrlZWithoutTerminal(t *testing.T) {
 func TestCtrlZOnTerminal(t *testing.T) {
 	t.Parallel()
 	table := newTable(t)
-	dir := t.TempDir()
+	dir := jobDir(t)
 	killOnCleanup(t, filepath.Join(dir, "pid"))
 	script := `set -m
-"$LE" --verbose --table "$TABLE" --lease 3s --heartbeat 500ms k sh -c "$JOB"
+"$LE" --verbose --table "$TABLE" --lease 3s --heartbeat 500ms k bash -c "$JOB"
 echo "after-stop rc=$?"
 while [ ! -e "$D/fg" ]; do sleep 0.05; done
 fg >/dev/null
@@ -212,11 +231,11 @@ echo "after-fg rc=$?"`
 func TestTostopLockLost(t *testing.T) {
 	t.Parallel()
 	table := newTable(t)
-	dir := t.TempDir()
+	dir := jobDir(t)
 	killOnCleanup(t, filepath.Join(dir, "pid"))
 	script := `stty tostop
 set -m
-"$LE" --table "$TABLE" --lease 3s --heartbeat 500ms --kill-grace 500ms k sh -c "$JOB" &
+"$LE" --table "$TABLE" --lease 3s --heartbeat 500ms --kill-grace 500ms k bash -c "$JOB" &
 wait $!
 echo "rc=$?"`
 	_, out, _ := terminalSession(t, script, []string{"LE=" + binPath, "TABLE=" + table,
@@ -255,21 +274,32 @@ func TestSlowToDieCommand(t *testing.T) {
 	proxy := newCutProxy(t)
 	job := `trap '' TERM
 echo $$ >"$D/pid"
-while :; do echo A >>"$D/log"; sleep 0.02; done`
+while :; do echo "A $(date +%s%N)" >>"$D/log"; sleep 0.02; done`
 	timing := []string{"--lease", "4s", "--heartbeat", "500ms", "--kill-grace", "2s"}
 	a := startToolEnv(t, []string{"DYNAMODB_ENDPOINT=" + proxy.endpoint()},
 		append(append([]string{"--table", table}, timing...), "k", "sh", "-c", "D="+dir+"\n"+job)...)
 	waitFor(t, 10*time.Second, "the job to start", fileHas(filepath.Join(dir, "pid"), "\n"))
 	b := startTool(t, append(append([]string{"--table", table}, timing...),
-		"--wait-for-lock", "--timeout", "30s", "k", "sh", "-c", "echo B >>"+log)...)
+		"--wait-for-lock", "--timeout", "30s", "k", "sh", "-c", `echo "B $(date +%s%N)" >>`+log)...)
 	proxy.stop()
 	a.waitExit(t, 15*time.Second)
 	wantCode(t, a, exitLockLost)
 	waitFor(t, 20*time.Second, "the other run to hold the lock", func() bool { return strings.Contains(readLog(log), "B") })
 	_ = b.waitExit(t, 10*time.Second)
 	out := readLog(log)
-	if i := strings.Index(out, "B"); strings.Contains(out[i:], "A") {
-		t.Fatalf("the first command ran on after the second started:\n...%s", out[max(0, i-20):])
+	i := strings.Index(out, "B")
+	if strings.Contains(out[i:], "A") {
+		t.Fatalf("the first command ran on after the second started:\n...%s", out[max(0, i-100):])
+	}
+	// How long before the second command started the first one wrote last.
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) >= 2 {
+		var lastA, startB int64
+		_, errA := fmt.Sscanf(lines[len(lines)-2], "A %d", &lastA)
+		_, errB := fmt.Sscanf(lines[len(lines)-1], "B %d", &startB)
+		if errA == nil && errB == nil {
+			t.Logf("the first command wrote last %s before the second started", time.Duration(startB-lastA).Round(time.Millisecond))
+		}
 	}
 }
 

@@ -89,9 +89,10 @@ func runGuardian() int {
 	// The pgid cannot have been reused: lock-example says "done" only once
 	// the group is empty, and a process group ID is not reused while any
 	// process is in the group. A process forking while the group is killed
-	// is killed too; the loop is for anything that slipped through.
+	// is killed too; the repetitions are for anything that slipped through
+	// (killed processes not yet reaped still count as members).
 	killed := false
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 5; i++ {
 		if err := syscall.Kill(-pgid, syscall.SIGKILL); errors.Is(err, syscall.ESRCH) {
 			break
 		}

@@ -69,7 +69,8 @@ What lock-example guarantees, for every process of the job:
   - lock-example killed (SIGKILL, out of memory, crash): a guardian process
     kills the whole job at once.
   - The command exits: processes it left in the job get SIGTERM, then
-    SIGKILL after --kill-grace; the lock is released only once they are gone.
+    SIGKILL after --kill-grace; the lock is released once they are gone
+    (if any outlives SIGKILL by 5s, after one more lease, renewed).
   - Ctrl-Z, under a shell with job control: the whole job (SIGSTOP) and
     lock-example stop together; fg or bg continues the job only once a
     renewal of the lock has succeeded, else the job is killed (exit 76).

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2"
 )
@@ -144,7 +145,8 @@ wait:
 			}
 		case err := <-probed:
 			probing = false
-			if err == nil {
+			var missing *types.ResourceNotFoundException
+			if err == nil || (r.cfg.createTable && errors.As(err, &missing)) { // --create-table may still be at work
 				lastOK = time.Now()
 			} else if time.Since(lastOK) >= r.t.lease {
 				cancel()
