@@ -365,7 +365,9 @@ func (a *acquisition) write(ctx context.Context, takeover string, v *view) (*Loc
 		return a.adopt(ctx, out.Attributes, at)
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) || surelyNotApplied(err) {
+	if errors.As(err, &ccf) && !carriesRVN(ccf.Item, rvn) || !errors.As(err, &ccf) && surelyNotApplied(err) {
+		// Rejected, and no earlier attempt of this call (an SDK retry) is
+		// in the item: it did not land.
 		at.unsure = false
 		a.attempts[rvn] = at
 	}
@@ -424,7 +426,7 @@ func (a *acquisition) adopt(ctx context.Context, item map[string]types.Attribute
 	c := a.c
 	rec, err := c.schema.decodeItem(item)
 	if err != nil {
-		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; the write was undone", a.key)
+		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; it is released again", a.key)
 	}
 	l := newHeldLock(c, a.key, a.sortKey, rec, at.sent)
 	l.leaseEnd = at.sent.Add(at.lease)
@@ -569,4 +571,11 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+}
+
+// carriesRVN reports whether item's record version number is rvn, whether
+// or not the rest of it can be decoded.
+func carriesRVN(item map[string]types.AttributeValue, rvn string) bool {
+	v, ok := item[attrRVN].(*types.AttributeValueMemberS)
+	return ok && v.Value == rvn
 }

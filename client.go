@@ -259,9 +259,14 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
-	c.locks.Store(l.regKey, l)
+	prev, replaced := c.locks.Swap(l.regKey, l)
 	c.sched.notify(l)
 	c.mu.RUnlock()
+	if replaced && prev != l {
+		// l's write replaced the item prev held: prev is lost, and must not
+		// stay behind the registry's back.
+		prev.(*Lock).lose(ErrLockTakenOver, nil)
+	}
 	return nil
 }
 

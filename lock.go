@@ -180,7 +180,9 @@ func (l *Lock) RecordVersionNumber() string {
 // package while the item is kept (the default on release). A new item
 // starts from the current time in microseconds, so tokens keep increasing
 // across a deletion too, as long as the hosts' wall clocks agree to within
-// the time the item was gone. Send it with every write to a downstream
+// the time the item was gone, and no acquiring write was held up in the
+// network for longer than that (a write delayed past a deletion recreates
+// the item from the time it was sent). Send it with every write to a downstream
 // store, and have the store reject writes carrying a token lower than the
 // highest it has seen. A read-only view of an item written only by other
 // clients has token 0.
