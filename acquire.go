@@ -188,6 +188,7 @@ func (a *acquisition) tryWrite(ctx context.Context, takeover string) (*Lock, map
 	a.attempts[rvn] = sent
 	out, err := c.db.UpdateItem(ctx, in)
 	c.metrics.call(ctx, "UpdateItem")
+	err = c.classify(ctx, err)
 	if err == nil {
 		l, err := a.adopt(ctx, out.Attributes, sent)
 		return l, nil, err
@@ -281,8 +282,7 @@ func (a *acquisition) wait(ctx context.Context, item map[string]types.AttributeV
 			return "", nil, notGranted(&LockHeldError{Key: a.key, Owner: rec.owner, LeaseDuration: rec.lease}, "FailIfLocked")
 		}
 		if !now.Before(a.deadline) {
-			return "", nil, notGranted(&TimeoutError{Age: now.Sub(a.start)},
-				"key %q stayed held by owner %q", a.key, rec.owner)
+			return "", nil, notGranted(&TimeoutError{Age: now.Sub(a.start)}, "%s", c.stayedHeld(a.key, rec.owner))
 		}
 		// Sleep one refresh period, but wake up exactly when the item could
 		// become stale or the wait ends.
@@ -310,6 +310,7 @@ func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue
 		ConsistentRead: aws.Bool(true),
 	})
 	a.c.metrics.call(ctx, "GetItem")
+	err = a.c.classify(ctx, err)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +323,7 @@ func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue
 // retryable reports whether a DynamoDB error leaves room for another try
 // within this acquisition's wait; otherwise the caller returns it.
 func (a *acquisition) retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || a.o.failIfLocked || !isTransient(err) {
+	if ctx.Err() != nil || a.o.failIfLocked || !isTransient(err) || unreachable(err, a.start) {
 		return false
 	}
 	deadline := a.deadline

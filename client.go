@@ -282,7 +282,7 @@ func (c *Client) GetWithContext(ctx context.Context, key string) (*Lock, error) 
 		ConsistentRead: aws.Bool(true),
 	})
 	c.metrics.call(ctx, "GetItem")
-	if err != nil {
+	if err = c.classify(ctx, err); err != nil {
 		return nil, fmt.Errorf("dynamolock: get %q: %w", key, err)
 	}
 	return c.readOnlyLock(key, out.Item, time.Now())

@@ -147,6 +147,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 
 		_, err := c.db.UpdateItem(ctx, c.heartbeatInput(l, id, p, lease, o))
 		c.metrics.call(ctx, "UpdateItem")
+		err = c.classify(ctx, err)
 		if err == nil {
 			l.renewed(p.rvn, p.sent, lease, o)
 			c.metrics.heartbeat(ctx, "ok")

@@ -42,7 +42,7 @@ func (c *Client) AllLocks(ctx context.Context) iter.Seq2[*Lock, error] {
 		for {
 			out, err := sc.Scan(ctx, in)
 			c.metrics.call(ctx, "Scan")
-			if err != nil {
+			if err = c.classify(ctx, err); err != nil {
 				yield(nil, fmt.Errorf("dynamolock: scan %q: %w", c.tableName, err))
 				return
 			}
@@ -86,7 +86,7 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 		for {
 			out, err := q.Query(ctx, in)
 			c.metrics.call(ctx, "Query")
-			if err != nil {
+			if err = c.classify(ctx, err); err != nil {
 				yield(nil, fmt.Errorf("dynamolock: query %q for key %q: %w", c.tableName, key, err))
 				return
 			}

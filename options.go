@@ -168,8 +168,9 @@ func WithDeleteLockOnRelease() AcquireLockOption {
 }
 
 // WithRefreshPeriod sets how often a waiting acquisition polls the item.
-// Default: [DefaultRefreshPeriod] (1s); must be positive. A small random
-// jitter is added to each wait.
+// Default: [DefaultRefreshPeriod] (1s); must be positive. Each wait is
+// shortened by a random jitter of up to a tenth of d, so that waiting
+// clients spread out; two polls are never more than d apart.
 func WithRefreshPeriod(d time.Duration) AcquireLockOption {
 	return func(o *acquireLockOptions) { o.refreshPeriod = d }
 }

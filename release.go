@@ -81,7 +81,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 
 	var err error
 	for adopt := 0; ; adopt++ {
-		err = c.sendRelease(ctx, l, deleteLock, o.data)
+		err = c.classify(ctx, c.sendRelease(ctx, l, deleteLock, o.data))
 		var ccf *types.ConditionalCheckFailedException
 		if readOnly || !errors.As(err, &ccf) || adopt >= 2 || !l.adoptMovedRVN(ccf.Item) {
 			break

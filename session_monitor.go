@@ -3,6 +3,7 @@ package dynamolock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 )
 
@@ -17,39 +18,62 @@ type sessionMonitor struct {
 // WithSessionMonitor watches the acquired lock: when safeTime has passed
 // since the last successful acquire or heartbeat, callback runs once, in its
 // own goroutine, so that the holder can stop work before the lease runs out.
-// safeTime must lie strictly between the heartbeat period and the lease
-// duration. callback may be nil (then only [Lock.IsAlmostExpired] reports
-// it). It does not run after the lock was released or lost.
+// callback may be nil (then only [Lock.IsAlmostExpired] reports it). It does
+// not run after the lock was released or lost.
+//
+// safeTime must be positive (else an *[InvalidArgumentError]); any positive
+// value is accepted, as dynamolock v2 does, but only one strictly between
+// the heartbeat period and the lease duration means "renewals are late":
+//   - safeTime at or below the heartbeat period makes the callback fire
+//     between two healthy heartbeats, while nothing is wrong (v2's README
+//     example, 500ms with a 1s heartbeat, does);
+//   - safeTime at or above the lease duration never fires: the lock is lost
+//     first.
+//
+// Such a value is logged at acquisition as a Warn record ("session monitor
+// safeTime ...") through the client's logger.
 func WithSessionMonitor(safeTime time.Duration, callback func()) AcquireLockOption {
 	return func(o *acquireLockOptions) {
 		o.sessionMonitor = &sessionMonitor{safeTime: safeTime, callback: callback}
 	}
 }
 
+// validateSessionMonitor rejects a non-positive safeTime, and logs a
+// warning for a value that cannot mean "renewals are late".
 func (c *Client) validateSessionMonitor(m *sessionMonitor) error {
-	if m.safeTime <= c.heartbeatPeriod || m.safeTime >= c.leaseDuration || m.safeTime <= 0 {
-		return invalid("WithSessionMonitor safeTime", m.safeTime,
-			"must lie strictly between the heartbeat period %s and the lease duration %s", c.heartbeatPeriod, c.leaseDuration)
+	if m.safeTime <= 0 {
+		return invalid("WithSessionMonitor safeTime", m.safeTime, "must be positive")
+	}
+	switch {
+	case m.safeTime <= c.heartbeatPeriod:
+		c.logger.LogAttrs(context.Background(), slog.LevelWarn,
+			"session monitor safeTime is not longer than the heartbeat period: the callback fires between two healthy heartbeats",
+			slogDuration("safeTime", m.safeTime), slogDuration("heartbeatPeriod", c.heartbeatPeriod), slogDuration("lease", c.leaseDuration))
+	case m.safeTime >= c.leaseDuration:
+		c.logger.LogAttrs(context.Background(), slog.LevelWarn,
+			"session monitor safeTime is not shorter than the lease: the callback never fires, the lock is lost first",
+			slogDuration("safeTime", m.safeTime), slogDuration("heartbeatPeriod", c.heartbeatPeriod), slogDuration("lease", c.leaseDuration))
 	}
 	return nil
 }
 
 // IsAlmostExpired reports whether the lock has gone its session monitor's
-// safeTime without a successful acquire or heartbeat. It returns
-// [ErrSessionMonitorNotSet] when the lock has no monitor, and
-// [ErrLockAlreadyReleased] when the lock has expired, was released or lost.
+// safeTime without a successful acquire or heartbeat. As in dynamolock v2,
+// it returns [ErrSessionMonitorNotSet] when the lock has no monitor (a zero
+// Lock included), then [ErrLockAlreadyReleased] when the lock has expired,
+// was released or lost; a nil *Lock returns ErrLockAlreadyReleased.
 func (l *Lock) IsAlmostExpired() (bool, error) {
 	if l == nil {
 		return false, ErrLockAlreadyReleased
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.monitor == nil {
+		return false, ErrSessionMonitorNotSet
+	}
 	now := time.Now()
 	if l.isExpiredLocked(now) {
 		return false, ErrLockAlreadyReleased
-	}
-	if l.monitor == nil {
-		return false, ErrSessionMonitorNotSet
 	}
 	return !now.Before(l.lookupTime.Add(l.monitor.safeTime)), nil
 }
