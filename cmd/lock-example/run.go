@@ -145,7 +145,7 @@ func (r *runner) waitForLock() (*dynamolock.Lock, int) {
 func (r *runner) acquire(ctx context.Context) (lock *dynamolock.Lock, busy bool, err error) {
 	cfg := r.cfg
 	if cfg.createTable {
-		if err := ensureTable(ctx, cfg, r.client, r.db); err != nil {
+		if err := ensureTable(ctx, cfg, r.client); err != nil {
 			return nil, false, err
 		}
 	}
