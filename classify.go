@@ -174,7 +174,7 @@ func isKeySchemaMessage(msg string) bool {
 // keySchema is the key schema this client reads and writes.
 func (c *Client) keySchema() []KeyAttribute {
 	keys := []KeyAttribute{{Name: c.partitionKeyName, KeyType: types.KeyTypeHash, Type: types.ScalarAttributeTypeS}}
-	if c.sortKey != nil {
+	if c.sortKeyDeclared {
 		keys = append(keys, KeyAttribute{Name: c.sortKeyName, KeyType: types.KeyTypeRange, Type: types.ScalarAttributeTypeS})
 	}
 	return keys
@@ -273,16 +273,4 @@ func (c *Client) endpointOf(err error) string {
 func unreachable(err error, start time.Time) bool {
 	var ce *ConnectionError
 	return errors.As(err, &ce) && time.Since(start) >= unreachableWait
-}
-
-// stayedHeld describes a key that stayed held for a whole acquisition. When
-// the holder is this client's own owner name, it says so and names
-// WithReentrant: the usual cause is acquiring a key this client holds.
-func (c *Client) stayedHeld(key, owner string) string {
-	if owner == c.ownerName {
-		return fmt.Sprintf("key %q stayed held by owner %q, which is this client's own owner name: "+
-			"this client (or another with the same owner name) already holds it; "+
-			"release it first, or acquire with WithReentrant to get the held lock back at once", key, owner)
-	}
-	return fmt.Sprintf("key %q stayed held by owner %q", key, owner)
 }

@@ -42,7 +42,9 @@ type Client struct {
 
 	partitionKeyName             string
 	sortKeyName                  string
-	sortKey                      *string
+	sortKey                      *string // the default sort key value; nil: none
+	sortKeyDeclared              bool    // WithSortKey was given
+	maxObservations              int
 	ownerName                    string
 	leaseDuration                time.Duration
 	heartbeatPeriod              time.Duration
@@ -56,7 +58,7 @@ type Client struct {
 	schema                       schema
 
 	locks        sync.Map // registry key → *Lock, the locks this client holds
-	reentrantMu  [reentrantStripes]sync.Mutex
+	reentrant    keyGates // reentrant acquisitions of one key take turns
 	observations observations
 	sched        *scheduler
 
@@ -80,6 +82,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		leaseDuration:        DefaultLeaseDuration,
 		heartbeatPeriod:      DefaultHeartbeatPeriod,
 		heartbeatConcurrency: DefaultHeartbeatConcurrency,
+		maxObservations:      DefaultMaxLockObservationCacheSize,
 		closing:              make(chan struct{}),
 	}
 	for _, opt := range opts {
@@ -106,6 +109,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 	}
 	c.schema = schema{partitionKeyName: c.partitionKeyName, sortKeyName: c.sortKeyName, ttlAttribute: c.ttlAttribute}
 	c.observations.m = make(map[string]observation)
+	c.observations.max = c.maxObservations
 	c.sched = newScheduler(c)
 	return c, nil
 }
@@ -118,17 +122,19 @@ func (c *Client) validate() error {
 		return invalid("table name", c.tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
 	case c.partitionKeyName == "":
 		return invalid("WithPartitionKeyName", c.partitionKeyName, "must not be empty")
-	case c.sortKey != nil && c.sortKeyName == "":
+	case c.sortKeyDeclared && c.sortKeyName == "":
 		return invalid("WithSortKey name", c.sortKeyName, "must not be empty")
-	case c.sortKey != nil && c.sortKeyName == c.partitionKeyName:
+	case c.sortKeyDeclared && c.sortKeyName == c.partitionKeyName:
 		return invalid("WithSortKey name", c.sortKeyName, "must differ from the partition key name")
-	case c.sortKey != nil && (*c.sortKey == "" || len(*c.sortKey) > maxSortKeyBytes || !utf8.ValidString(*c.sortKey)):
+	case c.sortKey != nil && (len(*c.sortKey) > maxSortKeyBytes || !utf8.ValidString(*c.sortKey)):
 		return invalid("WithSortKey value", *c.sortKey, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)
+	case c.maxObservations < 1 || c.maxObservations > 10_000_000:
+		return invalid("WithMaxLockObservationCacheSize", c.maxObservations, "must be between 1 and 10000000")
 	case !utf8.ValidString(c.ownerName):
 		return invalid("WithOwnerName", c.ownerName, "must be valid UTF-8")
 	case lockAttribute(c.partitionKeyName):
 		return invalid("WithPartitionKeyName", c.partitionKeyName, "is an attribute the lock itself uses")
-	case c.sortKey != nil && lockAttribute(c.sortKeyName):
+	case c.sortKeyDeclared && lockAttribute(c.sortKeyName):
 		return invalid("WithSortKey name", c.sortKeyName, "is an attribute the lock itself uses")
 	case c.leaseDuration <= 0:
 		return invalid("WithLeaseDuration", c.leaseDuration, "must be positive")
@@ -144,7 +150,7 @@ func (c *Client) validate() error {
 	}
 	if c.ttlAttribute != "" {
 		for _, name := range []string{c.partitionKeyName, c.sortKeyName, attrOwnerName, attrLeaseDuration,
-			attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt} {
+			attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN} {
 			if c.ttlAttribute == name {
 				return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
 			}
@@ -157,7 +163,7 @@ func (c *Client) validate() error {
 // attributes, which a key attribute must not be named after.
 func lockAttribute(name string) bool {
 	switch name {
-	case attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt:
+	case attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN:
 		return true
 	}
 	return false
@@ -187,20 +193,21 @@ func newRVN() string { return uuid.Must(uuid.NewV4()).String() }
 // OwnerName returns the owner name this client writes into its locks.
 func (c *Client) OwnerName() string { return c.ownerName }
 
-// registryKey identifies a lock in this client. Length-prefixing the
+// registryKey identifies a lock in a client. Length-prefixing the
 // partition key keeps ("a", "bc") and ("ab", "c") apart.
-func (c *Client) registryKey(key string) string {
+func registryKey(key string, sortKey *string) string {
 	sk := ""
-	if c.sortKey != nil {
-		sk = *c.sortKey
+	if sortKey != nil {
+		sk = *sortKey
 	}
 	return strconv.Itoa(len(key)) + ":" + key + sk
 }
 
-func (c *Client) itemKey(key string) map[string]types.AttributeValue {
+// itemKeyOf is the primary key of the item of (key, sortKey).
+func (c *Client) itemKeyOf(key string, sortKey *string) map[string]types.AttributeValue {
 	k := map[string]types.AttributeValue{c.partitionKeyName: attrS(key)}
-	if c.sortKey != nil {
-		k[c.sortKeyName] = attrS(*c.sortKey)
+	if sortKey != nil {
+		k[c.sortKeyName] = attrS(*sortKey)
 	}
 	return k
 }
@@ -231,10 +238,7 @@ func (c *Client) heldLock(regKey string) *Lock {
 		return nil
 	}
 	l := v.(*Lock)
-	l.mu.Lock()
-	held := l.state == stateHeld
-	l.mu.Unlock()
-	if !held {
+	if !l.held() {
 		return nil // ending: it leaves the registry in a moment
 	}
 	return l
@@ -265,38 +269,70 @@ func (c *Client) Get(key string) (*Lock, error) {
 // GetWithContext returns the lock this client holds for key, or else a
 // read-only view of the stored item read with one consistent GetItem. When
 // no item exists it returns an empty read-only lock (IsExpired is true,
-// OwnerName is "") and a nil error, as dynamolock v2 does.
+// OwnerName is "") and a nil error, as dynamolock v2 does. On a table with
+// a sort key it reads the client's default sort key value; see
+// [Client.GetWithSortKeyWithContext].
 func (c *Client) GetWithContext(ctx context.Context, key string) (*Lock, error) {
+	return c.get(ctx, key, nil)
+}
+
+// GetWithSortKey returns the lock for (key, sortKey), as
+// GetWithSortKeyWithContext does with context.Background().
+func (c *Client) GetWithSortKey(key, sortKey string) (*Lock, error) {
+	return c.GetWithSortKeyWithContext(context.Background(), key, sortKey)
+}
+
+// GetWithSortKeyWithContext returns the lock this client holds for key
+// under sort key value sortKey, or else a read-only view of that item, as
+// [Client.GetWithContext] does (Amazon's Java client's getLock(key,
+// sortKey)). The client must name a sort key with [WithSortKey].
+func (c *Client) GetWithSortKeyWithContext(ctx context.Context, key, sortKey string) (*Lock, error) {
+	return c.get(ctx, key, &sortKey)
+}
+
+func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, error) {
 	if c.isClosed() {
 		return nil, ErrClientClosed
 	}
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	if l := c.heldLock(c.registryKey(key)); l != nil {
+	sk, err := c.resolveSortKey(sortKey)
+	if err != nil {
+		return nil, err
+	}
+	if l := c.heldLock(registryKey(key, sk)); l != nil {
 		return l, nil
 	}
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(c.tableName),
-		Key:            c.itemKey(key),
+		Key:            c.itemKeyOf(key, sk),
 		ConsistentRead: aws.Bool(true),
 	})
 	c.metrics.call(ctx, "GetItem")
 	if err = c.classify(ctx, err); err != nil {
 		return nil, fmt.Errorf("dynamolock: get %q: %w", key, err)
 	}
-	return c.readOnlyLock(key, out.Item, time.Now())
-}
-
-func (c *Client) readOnlyLock(key string, item map[string]types.AttributeValue, readAt time.Time) (*Lock, error) {
-	if len(item) == 0 {
-		return newLockFromRecord(c, key, &lockRecord{}, time.Time{}, stateReadOnly), nil
+	if len(out.Item) == 0 {
+		return newReadOnlyLock(c, key, sk, &lockRecord{}, time.Time{}), nil
 	}
-	rec, err := c.schema.decodeItem(item)
+	rec, err := c.schema.decodeItem(out.Item)
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
 	}
-	return newLockFromRecord(c, key, rec, readAt, stateReadOnly), nil
+	return newReadOnlyLock(c, key, sk, rec, time.Now()), nil
+}
+
+// HasLock reports whether this client holds the lock on key under sort key
+// value sortKey ("" for the client's default, or on a table without a sort
+// key), within its lease (Amazon's Java client's hasLock). It makes no
+// DynamoDB call.
+func (c *Client) HasLock(key, sortKey string) bool {
+	sk := c.sortKey
+	if sortKey != "" {
+		sk = &sortKey
+	}
+	return c.heldLock(registryKey(key, sk)) != nil
 }
 
 // Close releases every held lock, as CloseWithContext does with
@@ -337,51 +373,12 @@ func (c *Client) close(ctx context.Context) error {
 			defer func() { <-sem }()
 			if _, err := c.releaseLock(ctx, l, &releaseLockOptions{}); err != nil &&
 				!errors.Is(err, ErrLockAlreadyReleased) && !errors.Is(err, ErrLockLost) {
-				errs[i] = fmt.Errorf("dynamolock: close: release %q: %w", l.partitionKey, l.lose(ErrClientClosed, err))
+				l.lose(ErrClientClosed, err) // a lock Close could not release is not held any more
+				errs[i] = fmt.Errorf("dynamolock: close: release %q: %w", l.partitionKey, err)
 			}
 		})
 	}
 	wg.Wait()
 	errs = append(errs, c.sched.stop(ctx))
 	return errors.Join(errs...)
-}
-
-// observations remembers, per key, the record version number this client
-// last saw in another owner's item and when it first saw it. It lets
-// FailIfLocked take over a dead owner's lock across calls. Bounded: when
-// full, an arbitrary entry is dropped (it only delays a takeover).
-type observations struct {
-	mu sync.Mutex
-	m  map[string]observation
-}
-
-type observation struct {
-	rvn  string
-	seen time.Time
-}
-
-const maxObservations = 10000
-
-// observe records that key carried rvn at now and returns when this client
-// first saw that rvn on key.
-func (o *observations) observe(key, rvn string, now time.Time) time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if ob, ok := o.m[key]; ok && ob.rvn == rvn {
-		return ob.seen
-	}
-	if len(o.m) >= maxObservations {
-		for k := range o.m {
-			delete(o.m, k)
-			break
-		}
-	}
-	o.m[key] = observation{rvn: rvn, seen: now}
-	return now
-}
-
-func (o *observations) forget(key string) {
-	o.mu.Lock()
-	delete(o.m, key)
-	o.mu.Unlock()
 }
