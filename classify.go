@@ -120,6 +120,13 @@ var keySchemaMessages = []string{
 	"Condition parameter type does not match schema type",
 }
 
+// Errors are classified where a call fails, not checked once at New: New
+// makes no call (and has no context), a check at New would cost every
+// program a DescribeTable and miss a table deleted or an endpoint lost
+// later, while classification costs nothing until a call fails and covers
+// every call. Only a key schema error pays one DescribeTable, to say what
+// the table has. CreateTableIfNotExists is the explicit check at start-up.
+//
 // classify turns a DynamoDB error into one that says what to do: a missing
 // table matches [ErrTableNotFound] naming the table and endpoint, a key the
 // table rejects becomes a *[KeySchemaError] (with one DescribeTable, on this
