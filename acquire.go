@@ -190,6 +190,9 @@ type decideInput struct {
 	staleByClock   time.Time
 	hasClockExpiry bool
 	jitter         time.Duration // taken off the next poll's wait
+	// inFlightHere: the item's RVN is being written by another acquisition
+	// of this client, whose answer has not come yet: not ours to take.
+	inFlightHere bool
 }
 
 // decide is the acquisition's one decision: from what is known of the item
@@ -221,7 +224,7 @@ func decide(in decideInput) decision {
 			}
 			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
 		}
-		if in.o.reentrant {
+		if in.o.reentrant && !in.inFlightHere {
 			return decision{step: stepWrite, takeover: rec.rvn} // Java's reentrant: an item naming our owner is ours to take
 		}
 	}
@@ -271,6 +274,9 @@ func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions,
 	if err != nil {
 		a.undo(ctx)
 	}
+	for rvn := range a.attempts {
+		c.inflight.Delete(rvn)
+	}
 	return l, err
 }
 
@@ -290,7 +296,7 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 				return l, err
 			}
 		case stepRead:
-			if err := a.sleep(ctx, time.Until(next.at)); err != nil {
+			if err := a.sleep(ctx, time.Until(next.at), v); err != nil {
 				return nil, err
 			}
 			item, err := a.read(ctx)
@@ -306,6 +312,12 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 			deadline: a.deadlineFor(v), jitter: randomUpTo(a.o.refreshJitter)}
 		if v.rec != nil {
 			in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
+			if a.o.reentrant && v.rec.owner == c.ownerName {
+				if l := c.heldLock(a.regKey); l != nil {
+					return l, nil // another acquisition here got it meanwhile
+				}
+				_, in.inFlightHere = c.inflight.Load(v.rec.rvn)
+			}
 		}
 		next = decide(in)
 	}
@@ -341,10 +353,16 @@ func (a *acquisition) write(ctx context.Context, takeover string, v *view) (*Loc
 	in := c.acquireInput(a.key, a.sortKey, a.o, rvn, takeover, sent)
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true}
 	a.attempts[rvn] = at
+	c.inflight.Store(rvn, struct{}{})
 	out, err := c.db.UpdateItem(ctx, in)
 	c.metrics.call(ctx, "UpdateItem")
 	err = c.classify(ctx, err)
 	if err == nil {
+		if !time.Now().Before(sent.Add(at.lease)) {
+			// The answer came after the lease it granted ran out (a pause):
+			// take the item anew rather than return a lock already lost.
+			return nil, a.learn(ctx, v, out.Attributes, nil)
+		}
 		return a.adopt(ctx, out.Attributes, at)
 	}
 	var ccf *types.ConditionalCheckFailedException
@@ -413,6 +431,9 @@ func (a *acquisition) adopt(ctx context.Context, item map[string]types.Attribute
 	l.leaseEnd = at.sent.Add(at.lease)
 	l.deleteOnRelease = a.o.deleteLockOnRelease
 	l.monitor = a.o.sessionMonitor
+	for rvn := range a.attempts {
+		c.inflight.Delete(rvn)
+	}
 	clear(a.attempts) // the call succeeded: nothing to undo
 	if err := c.register(ctx, l); err != nil {
 		return nil, err
@@ -471,12 +492,25 @@ func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue
 	return out.Item, nil
 }
 
-// sleep waits d, or until ctx ends or the client closes.
-func (a *acquisition) sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d, or until ctx ends or the client closes. While the item is
+// held by this client's own owner, a release or loss of that lock here ends
+// the wait at once (same-process hand-over).
+func (a *acquisition) sleep(ctx context.Context, d time.Duration, v *view) error {
+	var woken <-chan struct{}
+	if v.rec != nil && v.rec.owner == a.c.ownerName && a.c.heldLock(a.regKey) != nil {
+		ch, unwatch := a.c.wakeups.watch(a.regKey)
+		defer unwatch()
+		woken = ch
+		if a.c.heldLock(a.regKey) == nil {
+			return nil // it ended between the read and the watch
+		}
+	}
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-woken:
 		return nil
 	case <-ctx.Done():
 		return notGranted(ctx.Err(), "key %q: context done while waiting", a.key)

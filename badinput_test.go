@@ -63,6 +63,7 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, closed.Close())
 	narrow := newClient(t, narrowDB{db}, table)
+	noDefaultSortKey := newClient(t, db, table, dynamolock.WithSortKey("sk", ""))
 	fresh := table + "_fresh" // CreateTable must not create it
 	t.Cleanup(func() {
 		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &fresh})
@@ -129,7 +130,13 @@ func TestBadInput(t *testing.T) {
 		{"New: empty partition key name", newErr(db, table, dynamolock.WithPartitionKeyName("")), inv, "WithPartitionKeyName"},
 		{"New: empty sort key name", newErr(db, table, dynamolock.WithSortKey("", "v")), inv, "WithSortKey"},
 		{"New: sort key named like the partition key", newErr(db, table, dynamolock.WithSortKey("key", "v")), inv, "WithSortKey"},
-		{"New: empty sort key value", newErr(db, table, dynamolock.WithSortKey("sk", "")), inv, "WithSortKey"},
+		{"AcquireLock: no sort key value where the client has no default", func() error {
+			_, err := noDefaultSortKey.AcquireLockWithContext(ctx, "k")
+			return err
+		}, inv, "WithSortKeyValue"},
+		{"AcquireLock: empty sort key value", acquire("k", dynamolock.WithSortKeyValue("")), inv, "WithSortKeyValue"},
+		{"AcquireLock: sort key value on a client without a sort key", acquire("k", dynamolock.WithSortKeyValue("v")), inv, "WithSortKeyValue"},
+		{"AcquireLock: lease under twice the heartbeat period", acquire("k", dynamolock.WithLockLease(time.Millisecond)), inv, "WithLockLease"},
 		{"New: sort key value over 1024 bytes", newErr(db, table, dynamolock.WithSortKey("sk", strings.Repeat("v", 1025))), inv, "WithSortKey"},
 		{"New: zero lease", newErr(db, table, dynamolock.WithLeaseDuration(0)), inv, "WithLeaseDuration"},
 		{"New: negative lease", newErr(db, table, dynamolock.WithLeaseDuration(-time.Second)), inv, "WithLeaseDuration"},

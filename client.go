@@ -59,6 +59,8 @@ type Client struct {
 
 	locks        sync.Map // registry key → *Lock, the locks this client holds
 	reentrant    keyGates // reentrant acquisitions of one key take turns
+	wakeups      wakeups  // acquisitions waiting for a key this client holds
+	inflight     sync.Map // RVN → struct{}: acquiring writes sent, not yet answered or given up
 	observations observations
 	sched        *scheduler
 
@@ -251,7 +253,9 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		_, _ = c.releaseLock(context.WithoutCancel(ctx), l, &releaseLockOptions{})
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		_, _ = c.releaseLock(rctx, l, &releaseLockOptions{})
+		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
 	c.locks.Store(l.regKey, l)

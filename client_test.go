@@ -585,7 +585,7 @@ func TestNoCallsForBadInput(t *testing.T) {
 		"negative heartbeat":              {dynamolock.WithHeartbeatPeriod(-time.Second)},
 		"zero lease":                      {dynamolock.WithLeaseDuration(0)},
 		"empty partition key name":        {dynamolock.WithPartitionKeyName("")},
-		"empty sort key value":            {dynamolock.WithSortKey("sk", "")},
+		"empty sort key name":             {dynamolock.WithSortKey("", "v")},
 		"sort key named like partition":   {dynamolock.WithSortKey("key", "v")},
 		"zero heartbeat concurrency":      {dynamolock.WithHeartbeatConcurrency(0)},
 	} {

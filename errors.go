@@ -167,12 +167,14 @@ func (e *LockHeldError) Error() string {
 //     released or deleted;
 //   - [ErrLeaseExpired]: the lease ran out by this host's clock before a
 //     heartbeat renewed it;
-//   - [ErrClientClosed]: [Client.Close] could not release the lock (Err says
+//   - [ErrReleaseOutcomeUnknown]: a release (by [Client.ReleaseLock] or
+//     [Client.Close]) failed in a way that leaves open whether it landed;
+//   - [ErrClientClosed]: [Client.Close] could not send the release (Err says
 //     why); the item stays held, unrenewed, until its lease runs out.
 type LockLostError struct {
 	Key   string
 	Owner string
-	Cause error // ErrLockTakenOver, ErrLeaseExpired or ErrClientClosed
+	Cause error // ErrLockTakenOver, ErrLeaseExpired, ErrReleaseOutcomeUnknown or ErrClientClosed
 	Err   error // the DynamoDB error that revealed it, if any
 }
 

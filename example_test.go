@@ -261,3 +261,167 @@ func ExampleLock_FencingToken() {
 	// new holder writes: <nil>
 	// stale holder rejected: true
 }
+
+// Leader election: one client campaigns, leads, changes its value in
+// place and resigns. Leadership is a lock: watch lock.Done() and fence the
+// leader's writes with lock.FencingToken() or lock.TransactionCondition().
+func ExampleElection() {
+	ctx := context.Background()
+	table := exampleTable("election")
+	c, err := dynamolock.New(exampleDB(), table, dynamolock.WithOwnerName("node-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	e := c.NewElection("scheduler")
+	lock, err := e.Campaign(ctx, []byte("10.0.0.1:8080")) // blocks until this client leads
+	if err != nil {
+		log.Fatal(err)
+	}
+	leader, err := e.Leader(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leader:", leader.Owner, string(leader.Value))
+
+	if err := e.Proclaim(ctx, []byte("10.0.0.1:9090")); err != nil {
+		log.Fatal(err)
+	}
+	leader, _ = e.Leader(ctx)
+	fmt.Println("same term, new value:", leader.FencingToken == lock.FencingToken(), string(leader.Value))
+
+	if err := e.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = e.Leader(ctx)
+	fmt.Println("no leader after resigning:", errors.Is(err, dynamolock.ErrNoLeader))
+	fmt.Println("leadership lock released:", errors.Is(lock.Err(), dynamolock.ErrLockAlreadyReleased))
+	// Output:
+	// leader: node-1 10.0.0.1:8080
+	// same term, new value: true 10.0.0.1:9090
+	// no leader after resigning: true
+	// leadership lock released: true
+}
+
+// Observe follows an election from any client: the current leader first,
+// then every change of leader or value, polled once a second.
+func ExampleElection_Observe() {
+	ctx := context.Background()
+	db := exampleDB()
+	table := exampleTable("observed")
+	node, err := dynamolock.New(db, table, dynamolock.WithOwnerName("node-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close()
+	watcher, err := dynamolock.New(db, table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer watcher.Close()
+	if _, err := node.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	e := node.NewElection("scheduler")
+	if _, err := e.Campaign(ctx, []byte("v1")); err != nil {
+		log.Fatal(err)
+	}
+	octx, stop := context.WithCancel(ctx)
+	leaders := watcher.NewElection("scheduler").Observe(octx)
+	ld := <-leaders
+	fmt.Println(ld.Owner, string(ld.Value))
+
+	if err := e.Proclaim(ctx, []byte("v2")); err != nil {
+		log.Fatal(err)
+	}
+	ld = <-leaders
+	fmt.Println(ld.Owner, string(ld.Value))
+	stop()
+	for range leaders { // closed once octx ends
+	}
+	// Output:
+	// node-1 v1
+	// node-1 v2
+}
+
+// All-or-nothing: take both accounts' locks in one transaction, or wait
+// without holding either. Another client asking for them in the other
+// order cannot deadlock with this one.
+func ExampleClient_AcquireLocks() {
+	ctx := context.Background()
+	table := exampleTable("accounts")
+	c, err := dynamolock.New(exampleDB(), table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	locks, err := c.AcquireLocks(ctx, []string{"account#bob", "account#alice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range locks { // in the order asked for
+		fmt.Println("holding", l.PartitionKey())
+	}
+	// ... move money, putting every lock's TransactionCondition() in the
+	// same TransactWriteItems as the transfer ...
+	for _, l := range locks {
+		if _, err := c.ReleaseLockWithContext(ctx, l); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// holding account#bob
+	// holding account#alice
+}
+
+// A semaphore of size 2: at most two holders at once, across every client
+// of the table. FailIfLocked returns at once when every slot is taken.
+func ExampleSemaphore() {
+	ctx := context.Background()
+	table := exampleTable("encoders")
+	c, err := dynamolock.New(exampleDB(), table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	sem, err := c.NewSemaphore("video-encoders", 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	first, err := sem.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	second, err := sem.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("two slots:", first.PartitionKey() != second.PartitionKey())
+
+	_, err = sem.Acquire(ctx, dynamolock.FailIfLocked())
+	var lng *dynamolock.LockNotGrantedError
+	fmt.Println("third refused:", errors.As(err, &lng))
+
+	if err := first.Close(); err != nil { // frees the slot
+		log.Fatal(err)
+	}
+	third, err := sem.Acquire(ctx, dynamolock.FailIfLocked())
+	fmt.Println("third after a release:", err == nil, third.PartitionKey() == first.PartitionKey())
+	// Output:
+	// two slots: true
+	// third refused: true
+	// third after a release: true true
+}

@@ -119,7 +119,7 @@ func FuzzNewOptions(f *testing.F) {
 		}
 		// The documented rules.
 		invalid := !fuzzTableName.MatchString(table) || pk == "" ||
-			(useSortKey && (skName == "" || skName == pk || skValue == "" || len(skValue) > 1024)) ||
+			(useSortKey && (skName == "" || skName == pk || len(skValue) > 1024)) ||
 			lease <= 0 || heartbeat < 0 || (heartbeat > 0 && heartbeat > lease/2) ||
 			concurrency < 1 || concurrency > 1024 || skew < 0 ||
 			(ttl != "" && (ttl == pk || ttl == skName || isLockAttribute(ttl)))

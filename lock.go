@@ -308,12 +308,13 @@ func (l *Lock) end(reason error) bool {
 	c := l.client
 	c.locks.CompareAndDelete(l.regKey, l)
 	l.cancel(reason)
+	c.wakeups.wake(l.regKey) // this client's own waiters try at once
 	c.sched.notify(l)
 	return true
 }
 
 // lose records the loss of a held lock and returns the lock's end error.
-// cause is ErrLockTakenOver, ErrLeaseExpired or ErrClientClosed; a lease
+// cause is one of those LockLostError documents; a lease
 // that has already run out by this host's clock is always reported as
 // ErrLeaseExpired, which is what every reader has been answering since.
 func (l *Lock) lose(cause, err error) error {
