@@ -16,8 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/gofrs/uuid/v5"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/arielsrv/dynamolock/v2/internal/uuid"
 )
 
 // DynamoDBClient is the part of the DynamoDB API the lock client needs, with
@@ -187,10 +188,10 @@ func isNil(v any) bool {
 
 func defaultOwnerName() string {
 	host, _ := os.Hostname()
-	return host + uuid.Must(uuid.NewV4()).String()
+	return host + uuid.New()
 }
 
-func newRVN() string { return uuid.Must(uuid.NewV4()).String() }
+func newRVN() string { return uuid.New() }
 
 // OwnerName returns the owner name this client writes into its locks.
 func (c *Client) OwnerName() string { return c.ownerName }

@@ -37,7 +37,7 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 		return ErrClientClosed
 	}
 	if lock == nil {
-		return invalid("lock", nil, "must not be nil")
+		return nilLock()
 	}
 	o := &sendHeartbeatOptions{}
 	for _, opt := range opts {
@@ -69,7 +69,7 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 // than the lease); otherwise it does nothing.
 func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 	if l == nil {
-		return invalid("lock", nil, "must not be nil")
+		return nilLock()
 	}
 	if l.client == nil || l.readOnly {
 		return ErrReadOnlyLockHeartbeat

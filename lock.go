@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
@@ -12,7 +13,13 @@ import (
 
 // Lock is a lock acquired by a [Client], or a read-only view of a lock item
 // returned by [Client.Get]. Its methods are safe for concurrent use and on a
-// nil *Lock.
+// nil *Lock, which is never held: its getters return zero values, Done is
+// closed, IsExpired and IsReleased are true, and every error it gets is
+// [ErrLockNotHeld] (passing it where a lock is required is also bad input,
+// [ErrInvalidArgument]), except where dynamolock v2 defined another:
+// releasing it ([Client.ReleaseLock], [Lock.Close]) returns
+// [ErrCannotReleaseNullLock] and [Lock.IsAlmostExpired] returns
+// [ErrLockAlreadyReleased].
 //
 // Holding a Lock never guarantees exclusive access: a process paused for
 // longer than the lease can wake up after another client took the lock over.
@@ -358,4 +365,9 @@ func (l *Lock) giveWrites() { <-l.writes }
 // itemKey is the primary key of this lock's item.
 func (l *Lock) itemKey() map[string]types.AttributeValue {
 	return l.client.itemKeyOf(l.partitionKey, l.sortKey)
+}
+
+// nilLock is the error for a nil *Lock given where a lock is required.
+func nilLock() error {
+	return fmt.Errorf("%w (%w)", invalid("lock", nil, "must not be nil"), ErrLockNotHeld)
 }

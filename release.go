@@ -30,7 +30,9 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // answer to the release was lost and a retry (the SDK's or this call's)
 // found the item already released by this acquisition. It returns false and
 // an error matching [ErrLockLost] when the lock was no longer this owner's
-// (taken over, or lost earlier); [ErrLockAlreadyReleased] when it was
+// (taken over, or lost earlier, including a lease that ran out by this
+// host's clock: such a lock's item is still released if it is still this
+// owner's); [ErrLockAlreadyReleased] when it was
 // released before; [ErrCannotReleaseNullLock] for a nil lock;
 // [ErrOwnerMismatched] for a lock of another owner.
 //
@@ -97,7 +99,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		if !errors.As(err, &ccf) {
 			break
 		}
-		if l.releasedBefore(ccf.Item, deleteLock) {
+		if l.releasedBefore(ccf.Item) {
 			err = nil // a first send whose answer was lost had released it
 			break
 		}
@@ -127,10 +129,10 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		l.mu.Unlock()
 	}
 	if l.lapsed(time.Now()) {
-		// Readers have been told the lease ran out; the release landing
-		// does not change that answer.
-		l.lose(ErrLeaseExpired, nil)
-		return true, nil
+		// The item is free again, but readers have been told the lease ran
+		// out: the holder may have worked past it, which the caller must
+		// hear about.
+		return false, l.lose(ErrLeaseExpired, nil)
 	}
 	l.end(ErrLockAlreadyReleased)
 	l.log(slog.LevelInfo, "lock released")
@@ -151,14 +153,22 @@ func (c *Client) checkOwner(l *Lock) error {
 // condition, shows that an earlier send of this release (whose answer was
 // lost) took effect: the item is marked released and still names this
 // owner and fencing token; or, while this holder's lease has not run out,
-// it is gone or in another owner's hands. No other client can take a live
-// lease over, so within the lease only this release can have freed it.
-func (l *Lock) releasedBefore(item map[string]types.AttributeValue, deleteLock bool) bool {
+// it is gone, or another client acquired it since (a higher fencing token).
+// No client of this package takes a live lease over, so within the lease
+// only this release can have freed it. An item rewritten by another tool
+// (no higher token) is a loss.
+func (l *Lock) releasedBefore(item map[string]types.AttributeValue) bool {
+	if l.lapsed(time.Now()) {
+		return false
+	}
+	if len(item) == 0 {
+		return true
+	}
 	rec, ours := l.ownItem(item)
 	if ours {
 		return rec.released
 	}
-	return !l.lapsed(time.Now())
+	return rec != nil && rec.fencingToken > l.FencingToken()
 }
 
 // forceRelease releases the item a read-only view of this client's own owner

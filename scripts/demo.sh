@@ -46,7 +46,9 @@ trap 'exit 143' TERM
 
 say "building lock-example"
 go build -o "$work/lock-example" ./cmd/lock-example
-le() { "$work/lock-example" --table demo-locks "$@"; }
+# Every lock-example run is bounded (SIGTERM after 90 s, SIGKILL 5 s later),
+# so every wait below for one is bounded too.
+le() { timeout -k 5 90 "$work/lock-example" --table demo-locks "$@"; }
 
 say "DynamoDB Local at $DYNAMODB_ENDPOINT: creating the lock table"
 le create-table

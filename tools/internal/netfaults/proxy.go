@@ -1,8 +1,10 @@
-// Package faults injects failures between a DynamoDB client and DynamoDB
-// (Local) for reliability tests: network faults with a toxiproxy run in this
-// process ([Proxy]), and service errors with SDK middleware
-// ([ServiceErrors]).
-package faults
+// Package netfaults injects network faults between a DynamoDB client and
+// DynamoDB (Local): a toxiproxy run in this process ([Proxy]) that can cut,
+// slow down or drop the answers of the connections that go through it.
+// Service errors injected with SDK middleware live in the root module's
+// internal/faults, which the library's own tests use; this package is in the
+// tools module so that the library's users do not inherit toxiproxy.
+package netfaults
 
 import (
 	"bytes"
@@ -47,7 +49,7 @@ func NewProxy(upstream string) (*Proxy, error) {
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	p := toxiproxy.NewProxy(server, "dynamodb", "127.0.0.1:0", hostPort)
 	if err := p.Start(); err != nil {
-		return nil, fmt.Errorf("faults: start proxy to %s: %w", hostPort, err)
+		return nil, fmt.Errorf("netfaults: start proxy to %s: %w", hostPort, err)
 	}
 	return &Proxy{proxy: p, toxics: make(map[string]bool)}, nil
 }
@@ -57,7 +59,7 @@ func hostPortOf(s string) (string, error) {
 		return u.Host, nil
 	}
 	if _, _, err := net.SplitHostPort(s); err != nil {
-		return "", fmt.Errorf("faults: upstream %q is neither host:port nor a URL: %w", s, err)
+		return "", fmt.Errorf("netfaults: upstream %q is neither host:port nor a URL: %w", s, err)
 	}
 	return s, nil
 }
@@ -102,10 +104,10 @@ func (p *Proxy) Toxic(typ string, stream Stream, toxicity float32, attrs map[str
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return "", fmt.Errorf("faults: proxy closed")
+		return "", fmt.Errorf("netfaults: proxy closed")
 	}
 	if _, err := p.proxy.Toxics.AddToxicJson(bytes.NewReader(body)); err != nil {
-		return "", fmt.Errorf("faults: add %s toxic: %w", typ, err)
+		return "", fmt.Errorf("netfaults: add %s toxic: %w", typ, err)
 	}
 	p.toxics[name] = true
 	return name, nil
@@ -120,7 +122,7 @@ func (p *Proxy) Remove(name string) error {
 	}
 	delete(p.toxics, name)
 	if err := p.proxy.Toxics.RemoveToxic(context.Background(), name); err != nil {
-		return fmt.Errorf("faults: remove toxic %s: %w", name, err)
+		return fmt.Errorf("netfaults: remove toxic %s: %w", name, err)
 	}
 	return nil
 }
@@ -177,14 +179,14 @@ func (p *Proxy) Heal() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return fmt.Errorf("faults: proxy closed")
+		return fmt.Errorf("netfaults: proxy closed")
 	}
 	for name := range p.toxics {
 		_ = p.proxy.Toxics.RemoveToxic(context.Background(), name)
 	}
 	clear(p.toxics)
 	if err := p.proxy.Start(); err != nil && err != toxiproxy.ErrProxyAlreadyStarted {
-		return fmt.Errorf("faults: restart proxy on %s: %w", p.proxy.Listen, err)
+		return fmt.Errorf("netfaults: restart proxy on %s: %w", p.proxy.Listen, err)
 	}
 	return nil
 }

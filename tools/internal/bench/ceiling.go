@@ -11,7 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/gofrs/uuid/v5"
+
+	"github.com/arielsrv/dynamolock/v2/internal/uuid"
 )
 
 // CeilingResult is the backend's own ceiling: raw conditional writes per
@@ -108,7 +109,7 @@ func heartbeatLikeWrite(table, key, owner string) *dynamodb.UpdateItemInput {
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":o": &types.AttributeValueMemberS{Value: owner},
 			":l": &types.AttributeValueMemberS{Value: "3s"},
-			":v": &types.AttributeValueMemberS{Value: uuid.Must(uuid.NewV4()).String()},
+			":v": &types.AttributeValueMemberS{Value: uuid.New()},
 		},
 	}
 }

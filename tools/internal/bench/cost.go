@@ -84,7 +84,7 @@ func CostMarkdown(calls *CallsResult, capRes *CapacityResult) string {
 	m := DefaultCostModel(calls.ItemBytes)
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	w("Computed by `go run ./cmd/lockbench all` from the calls measured in §1 and the item size measured there; nothing here is a measurement of AWS.")
+	w("Computed by `go -C tools run ./cmd/lockbench all` from the calls measured in §1 and the item size measured there; nothing here is a measurement of AWS.")
 	w("")
 	w("**Price assumed** (on-demand, us-east-1, standard table class, AWS's published prices as of %s — check before you rely on them): "+
 		"$%.3f per million write request units (WRU), $%.3f per million read request units (RRU); a month is %d hours. "+

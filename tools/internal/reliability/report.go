@@ -22,7 +22,7 @@ func Summary(o *Outcome) string {
 
 // Command is the command that reproduces a scenario.
 func Command(sc Scenario, full bool) string {
-	cmd := "bash scripts/ddblocal.sh run go test -race -count=1 -v ./internal/reliability -run 'TestReliability/^" + sc.Name + "$'"
+	cmd := "bash scripts/ddblocal.sh run go -C tools test -race -count=1 -v ./internal/reliability -run 'TestReliability/^" + sc.Name + "$'"
 	if full {
 		cmd += " -reliability.full"
 	}
@@ -67,12 +67,13 @@ plain ` + "`UpdateItem`" + ` (an *unguarded write*). Every section and write is 
 	b.WriteString(`How to run:
 
 - ` + "`make reliability`" + `: the full suite (about ten minutes), rewriting this file.
-- ` + "`make test`" + ` runs the short suite as part of ` + "`./internal/reliability`" + `'s tests.
+- ` + "`make test`" + ` runs the short suite as part of ` + "`tools/internal/reliability`" + `'s tests.
 - One scenario: the command under its section. Add ` + "`-reliability.keep`" + ` to keep the workers' configs and
   event logs (JSON lines, one per process) for inspection; ` + "`RELIABILITY=full`" + ` in the environment is the same as
   ` + "`-reliability.full`" + `.
 
 `)
+	b.WriteString(foundAndFixed)
 	b.WriteString(otherTests)
 	b.WriteString("## Summary\n\n")
 	b.WriteString("| scenario | operations (sections / guarded / unguarded writes) | faults injected | locks lost | takeovers | overlapping sections: valid (must be 0) / with an expired holder | guarded writes after takeover: failed / attempted (must be all) | unguarded writes after takeover | lost + duplicated increments (must be 0) | linearizable | stale Done (must be 0) | panics | result |\n")
@@ -178,14 +179,15 @@ func counts(m map[string]int) string {
 }
 
 // otherTests describes the reliability tests outside this suite.
-const otherTests = `Beside this suite, the root package's tests cover (all run by ` + "`make test`" + `):
+const otherTests = `Beside this suite, these tests cover faults (all run by ` + "`make test`" + `):
 
-- ` + "`faults_test.go`" + `: toxiproxy in process between one client and DynamoDB Local: a cut shorter than the
-  lease keeps the lock; a longer one closes Done with ` + "`ErrLeaseExpired`" + ` and lets a direct client take
-  over; a heartbeat whose write landed but whose answer was lost (dropped, reset, or replaced by a 500)
-  is retried with the same record version number and keeps the lock; latency spikes; heartbeats
-  through 30% of 500 errors; ` + "`WithHoldLockOnServiceUnavailable`" + ` through 503s, and its hazard; Done closed
-  as soon as the lease has run out.
+- ` + "`tools/integration/netfaults_test.go`" + `: toxiproxy in process between one client and DynamoDB Local: a
+  cut shorter than the lease keeps the lock; a longer one closes Done with ` + "`ErrLeaseExpired`" + ` and lets a
+  direct client take over; a heartbeat whose write landed but whose answer was lost (dropped, reset, or
+  replaced by a 500) is retried with the same record version number and keeps the lock; latency spikes.
+- the root package's ` + "`faults_test.go`" + `: heartbeats through 30% of 500 errors;
+  ` + "`WithHoldLockOnServiceUnavailable`" + ` through 503s, and its hazard; Done closed as soon as the lease has
+  run out.
 - ` + "`badinput_test.go`" + `: every bad input the API can receive, the typed error it gets, and proof that
   no DynamoDB call was made; extreme durations.
 - ` + "`hostile_items_test.go`" + `: lock items corrupted by another tool give a clear error or are treated as
@@ -196,3 +198,43 @@ const otherTests = `Beside this suite, the root package's tests cover (all run b
   every test of the package).
 
 `
+
+// foundAndFixed lists the interleavings found by review (issue "never held
+// twice" and the review of its fixes), each with the test that guards it.
+const foundAndFixed = `## Found and fixed
+
+Interleavings in which a lock looked held twice, or lost when it was not, found by adversarial reviews
+with SDK wrappers that lose an answer after the write landed, replay a request or delay one (in
+` + "`internal/faults`" + `). Each test is in the root package, runs against DynamoDB Local in ` + "`make test`" + `,
+and failed before its fix.
+
+| defect | fix | test |
+|---|---|---|
+| a retried heartbeat carried a longer lease than observers saw with its RVN | a resend is exactly the first send; a different write gets a new RVN, and every write that may land bounds the holder's lease at once | ` + "`TestRetriedHeartbeatCarriesItsFirstLease`" + ` |
+| a release whose answer was lost and that the SDK retried reported "taken over" | an item released with our owner and token, or (within our lease) gone or another owner's, is our own release | ` + "`TestReleaseRetriedAfterLostAnswerSucceeds`" + `, ` + "`TestReleaseRetriedAfterAContenderAcquiredSucceeds`" + ` |
+| a release with an unknown outcome left the lock held while another client took the item | an unknown outcome ends the lock (` + "`ErrReleaseOutcomeUnknown`" + `); a rejection counts as "not applied" only after one attempt | ` + "`TestReleaseWithLostAnswerDoesNotLeaveTheLockHeld`" + `, ` + "`TestReleaseThrottledAfterLandingDoesNotLeaveTheLockHeld`" + ` |
+| reentrant acquisitions held 64 striped mutexes through their wait, ignoring contexts | turns per key only, every wait honours its context | ` + "`TestReentrantAcquisitionsDoNotBlockOtherKeys`" + `, ` + "`TestConcurrentReentrantAcquisitionsReturnOneLock`" + ` |
+| a reentrant acquisition took over the item of a concurrent acquisition of the same client | it returns the lock registered meanwhile and never takes an item whose write is in flight here | ` + "`TestReentrantDoesNotTakeAConcurrentAcquisition`" + ` |
+| a cancelled transaction's reason was matched to the lock by key value only | a loss is declared only after one consistent read of the lock's own item | ` + "`TestRefreshTransactionIgnoresAnotherTablesItemWithTheSameKey`" + ` |
+| Close, Release and beats waited behind a stuck write, past their contexts; Close reported phantom callbacks | a lock's writes take turns on a channel that honours contexts; beats end with the scheduler; callbacks counted | ` + "`TestContextsAreHonouredBehindAStuckWrite`" + ` |
+| an acquired item that could not be decoded was retried as transient and left owned by nobody | local errors are not transient; the write is released again | ` + "`TestUndecodableItemIsNotLeftOwned`" + ` |
+| ` + "`WithClockSkewBound`" + ` trusted an expiry written for another RVN | the expiry is stored with its RVN and removed on release | ` + "`TestClockSkewBoundTrustsOnlyTheExpiryOfItsRVN`" + ` |
+| the holder's lease could end later than the expiry it wrote | one instant for both, the expiry rounded up | ` + "`TestHolderLeaseEndsNoLaterThanTheExpiryItWrote`" + ` |
+| an acquisition that gave up after a write that may have landed left the item owned for a lease | writes whose answer was lost are released before it returns | ` + "`TestCancelledAcquireDoesNotLeaveTheItemOwned`" + ` |
+| a lock lost during Close had a cause the documentation did not name | the causes are documented, ` + "`ErrClientClosed`" + ` and ` + "`ErrReleaseOutcomeUnknown`" + ` included | ` + "`TestLockLostDuringCloseHasADocumentedCause`" + ` |
+| a refresh transaction was not counted as a write that may land; a late success forgot later writes | refreshes join the writes that may land; renewals are ordered by build number | ` + "`TestLateRefreshCallbackKeepsALaterShorterHeartbeat`" + `, ` + "`TestRefreshThatMayLandBoundsTheLease`" + ` |
+| with ` + "`WithHoldLockOnServiceUnavailable`" + `, one 503 made every later success be ignored | ordering by build number, and a stale pending write is written anew | ` + "`TestHoldLockOn503ThenHealthyKeepsTheLock`" + ` |
+| a heartbeat that shortened the lease closed Done only when its answer came | the scheduler is told before the write is sent | ` + "`TestShorterHeartbeatClosesDoneInTime`" + ` |
+| Ensure reported success on a released lock | it reports the lock's end | ` + "`TestEnsureOnAReleasedLock`" + ` |
+
+`
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

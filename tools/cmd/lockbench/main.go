@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/arielsrv/dynamolock/v2/internal/bench"
+	"github.com/arielsrv/dynamolock/v2/tools/internal/bench"
 )
 
 func main() {
@@ -147,13 +147,13 @@ func run(ctx context.Context, cmd string, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Println(r.Markdown("go run ./cmd/lockbench calls"))
+		fmt.Println(r.Markdown("go -C tools run ./cmd/lockbench calls"))
 	case "latency":
 		r, err := bench.MeasureLatency(ctx, e, *samples)
 		if err != nil {
 			return err
 		}
-		fmt.Println(r.Markdown(strings.Join(append([]string{"go run ./cmd/lockbench latency"}, args...), " ")))
+		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench latency"}, args...), " ")))
 	case "capacity":
 		cfg := bench.CapacityConfig{Hold: *hold, Lease: *lease, Heartbeat: *heartbeat, Concurrency: *conc, AcquireWorkers: *workers}
 		if *trace {
@@ -183,13 +183,13 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		r.Ceiling = c
-		fmt.Println(r.Markdown(strings.Join(append([]string{"go run ./cmd/lockbench capacity"}, args...), " ")))
+		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench capacity"}, args...), " ")))
 	case "failover":
 		r, err := bench.MeasureFailover(ctx, e, *trials)
 		if err != nil {
 			return err
 		}
-		fmt.Println(r.Markdown(strings.Join(append([]string{"go run ./cmd/lockbench failover"}, args...), " ")))
+		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench failover"}, args...), " ")))
 	case "contention":
 		ks, err := ints(*contenders)
 		if err != nil {
@@ -207,7 +207,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 			}
 			runs = append(runs, r)
 		}
-		fmt.Println(bench.ContentionMarkdown(strings.Join(append([]string{"go run ./cmd/lockbench contention"}, args...), " "), runs))
+		fmt.Println(bench.ContentionMarkdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench contention"}, args...), " "), runs))
 	}
 	return nil
 }

@@ -7,9 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +46,8 @@ func Open(ctx context.Context, log io.Writer) (*Env, error) {
 	e := &Env{Log: log, IdleConns: DefaultIdleConns, stop: func() {}}
 	if ep := os.Getenv(ddblocal.EnvEndpoint); ep != "" {
 		e.Endpoint = ep
-		e.ServerPID = scriptServerPID(ep)
+		// Set by the launcher (scripts/ddblocal.sh run) next to the endpoint.
+		e.ServerPID, _ = strconv.Atoi(os.Getenv(ddblocal.EnvPID))
 		return e, nil
 	}
 	fmt.Fprintln(log, "lockbench: DYNAMODB_ENDPOINT is unset: starting a private DynamoDB Local")
@@ -72,30 +71,6 @@ func (e *Env) Close() { e.stop() }
 // per host), as most applications run. Raising it to the heartbeat
 // concurrency made no measurable difference against DynamoDB Local.
 const DefaultIdleConns = 0
-
-// scriptServerPID returns the pid of the server scripts/ddblocal.sh started
-// when endpoint is that server, else 0.
-func scriptServerPID(endpoint string) int {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return 0
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return 0
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		port, perr := os.ReadFile(filepath.Join(dir, ".cache/ddblocal/port"))
-		pid, err := os.ReadFile(filepath.Join(dir, ".cache/ddblocal/pid"))
-		if perr == nil && err == nil && strings.TrimSpace(string(port)) == u.Port() {
-			n, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
-			return n
-		}
-		if filepath.Dir(dir) == dir {
-			return 0
-		}
-	}
-}
 
 // NewDB returns an SDK client for the endpoint. Every option in optFns is
 // applied after the defaults of ddblocal.NewClient.

@@ -2,6 +2,32 @@ package reliability
 
 import "time"
 
+// Scenario is one run of the suite.
+type Scenario struct {
+	Name        string
+	Description string
+	Procs       int
+	Goroutines  int
+	Keys        int
+	Duration    time.Duration
+	Lease       time.Duration
+	Heartbeat   time.Duration
+	Refresh     time.Duration
+	Hold        time.Duration
+	Steps       int
+	HTTPTimeout time.Duration
+	SDKAttempts int
+	// Service errors injected into every worker's calls; AfterSendProcs
+	// get them after the request reached DynamoDB.
+	ErrorRate      float64
+	ErrorKinds     []string
+	AfterSendProcs []int
+	Faults         []Fault
+	// FileDB runs the scenario on its own DynamoDB Local with a file
+	// database, which FaultRestart needs.
+	FileDB bool
+}
+
 // Scenarios returns the suite: short (about a minute in all, run by
 // `make test`) or full (`make reliability`).
 func Scenarios(full bool) []Scenario {
