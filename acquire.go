@@ -99,7 +99,7 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 		}
 	}
 	if m := o.sessionMonitor; m != nil {
-		if err := c.validateSessionMonitor(m); err != nil {
+		if err := c.validateSessionMonitor(m, o.lease); err != nil {
 			return err
 		}
 	}
@@ -356,6 +356,7 @@ func (a *acquisition) write(ctx context.Context, takeover string, v *view) (*Loc
 	c.inflight.Store(rvn, struct{}{})
 	out, err := c.db.UpdateItem(ctx, in)
 	c.metrics.call(ctx, "UpdateItem")
+	err = c.classify(ctx, err)
 	if err == nil {
 		if !time.Now().Before(sent.Add(at.lease)) {
 			// The answer came after the lease it granted ran out (a pause):
@@ -408,7 +409,7 @@ func (a *acquisition) failed(ctx context.Context, v *view, err error) error {
 	if ctx.Err() != nil {
 		return notGranted(errors.Join(ctx.Err(), err), "key %q: context done", a.key)
 	}
-	if a.o.failIfLocked || !isTransient(err) {
+	if a.o.failIfLocked || !isTransient(err) || unreachable(err, a.start) {
 		var lng *LockNotGrantedError
 		if errors.As(err, &lng) {
 			return err
@@ -487,7 +488,7 @@ func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue
 		ConsistentRead: aws.Bool(true),
 	})
 	a.c.metrics.call(ctx, "GetItem")
-	if err != nil {
+	if err = a.c.classify(ctx, err); err != nil {
 		return nil, err
 	}
 	return out.Item, nil

@@ -320,7 +320,7 @@ func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, e
 		ConsistentRead: aws.Bool(true),
 	})
 	c.metrics.call(ctx, "GetItem")
-	if err != nil {
+	if err = c.classify(ctx, err); err != nil {
 		return nil, fmt.Errorf("dynamolock: get %q: %w", key, err)
 	}
 	if len(out.Item) == 0 {

@@ -74,6 +74,23 @@
 // Only the fencing token and guarded writes give correctness; the lease
 // alone gives efficiency (work is rarely done twice).
 //
+// # Owner names
+//
+// Every lock item records its holder's owner name. The default, as in
+// Amazon's Java client, is the host name followed directly by a random UUID
+// ("web-1f3b0c2e4-...", no separator), unique per [Client]. To make items
+// and logs easier to read, set one with [WithOwnerName]; keep it unique per
+// client (two clients sharing an owner name can renew and release each
+// other's locks). With one client per process, the program's name, the host
+// and the process id will do:
+//
+//	host, _ := os.Hostname()
+//	c, err := dynamolock.New(db, "locks",
+//		dynamolock.WithOwnerName(fmt.Sprintf("billing-worker@%s/%d", host, os.Getpid())))
+//
+// A process restarted with the same id on the same host would then share an
+// owner name with its previous run; add a random suffix where that matters.
+//
 // # Costs
 //
 // Acquiring a free or released lock: one UpdateItem. Waiting for a held

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/arielsrv/dynamolock/v2"
 	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
@@ -27,15 +29,30 @@ func exampleDB() *dynamodb.Client {
 	return db
 }
 
+// exampleConfig stands for the aws.Config a program loads with
+// config.LoadDefaultConfig: here it points at the DynamoDB Local the tests
+// run against.
+func exampleConfig() aws.Config {
+	return aws.Config{
+		Region:       ddblocal.Region,
+		Credentials:  credentials.NewStaticCredentialsProvider(ddblocal.AccessKey, ddblocal.SecretKey, ""),
+		BaseEndpoint: aws.String(endpoint),
+		Logger:       logging.Nop{},
+	}
+}
+
 // exampleTable returns a table name not used before on this endpoint.
 func exampleTable(name string) string { return name + "-" + strconv.Itoa(int(rand.Uint32())) }
 
-// The quick start: create the table, acquire a lock with data, release it.
+// The quick start: make sure the table exists, acquire a lock with data,
+// release it. It runs unchanged any number of times against the same
+// table (TestQuickStartRunsTwice).
 func Example() {
 	ctx := context.Background()
-	table := exampleTable("locks")
+	cfg := exampleConfig()
 
-	c, err := dynamolock.New(exampleDB(), table,
+	// snippet:quick-start-client
+	c, err := dynamolock.New(dynamodb.NewFromConfig(cfg), "locks",
 		dynamolock.WithLeaseDuration(3*time.Second),
 		dynamolock.WithHeartbeatPeriod(1*time.Second),
 	)
@@ -44,16 +61,13 @@ func Example() {
 	}
 	defer c.Close()
 
-	if _, err := c.CreateTableWithContext(ctx, table,
-		dynamolock.WithProvisionedThroughput(&types.ProvisionedThroughput{
-			ReadCapacityUnits:  aws.Int64(5),
-			WriteCapacityUnits: aws.Int64(5),
-		}),
-		dynamolock.WithCustomPartitionKeyName("key"),
-	); err != nil {
+	// Create the table unless it exists; if it does, check its key schema.
+	if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
 		log.Fatal(err)
 	}
+	// snippet:end
 
+	// snippet:quick-start-lock
 	lock, err := c.AcquireLockWithContext(ctx, "spock",
 		dynamolock.WithData([]byte("some content a")),
 		dynamolock.ReplaceData(),
@@ -69,10 +83,42 @@ func Example() {
 	if err != nil {
 		log.Fatal("error releasing lock: ", err)
 	}
+	if !ok {
+		log.Fatal("lost lock before release")
+	}
+	// snippet:end
 	fmt.Println("released:", ok)
 	// Output:
 	// lock content: some content a
 	// released: true
+}
+
+// Against DynamoDB Local (or any endpoint of your own), set the endpoint,
+// and turn off the SDK's response checksum validation: DynamoDB Local sends
+// no checksum with error answers, and the SDK would log a warning for each
+// failed conditional write (every contended acquisition makes some).
+func Example_dynamoDBLocal() {
+	ctx := context.Background()
+	cfg := exampleConfig()
+	cfg.BaseEndpoint = nil
+
+	// snippet:local-endpoint
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(endpoint) // e.g. "http://localhost:8000"
+		o.DisableValidateResponseChecksum = true
+	})
+	// snippet:end
+
+	c, err := dynamolock.New(db, "locks")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.AssertTableExists(ctx))
+	// Output: <nil>
 }
 
 // Do runs a function under a lock, with a context that is cancelled if the
@@ -85,10 +131,11 @@ func ExampleClient_Do() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+	if _, err := c.CreateTableIfNotExistsWithContext(ctx, table); err != nil {
 		log.Fatal(err)
 	}
 
+	// snippet:do
 	err = c.Do(ctx, "customer-42", func(ctx context.Context, lock *dynamolock.Lock) error {
 		// Long work checks ctx: it is cancelled, with the reason as its
 		// cause, the moment the lock is lost.
@@ -99,7 +146,8 @@ func ExampleClient_Do() {
 		}
 		fmt.Println("working on customer-42; fencing token issued:", lock.FencingToken() > 0)
 		return nil
-	}, dynamolock.FailIfLocked())
+	}, dynamolock.FailIfLocked()) // held by a live owner: return at once instead of waiting
+	// snippet:end
 	fmt.Println("err:", err)
 	// Output:
 	// working on customer-42; fencing token issued: true

@@ -214,6 +214,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 
 		_, err := c.db.UpdateItem(ctx, w.input)
 		c.metrics.call(ctx, "UpdateItem")
+		err = c.classify(ctx, err)
 		if err == nil {
 			l.renewed(w)
 			c.metrics.heartbeat(ctx, "ok")

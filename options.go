@@ -218,8 +218,10 @@ func WithDeleteLockOnRelease() AcquireLockOption {
 }
 
 // WithRefreshPeriod sets how often a waiting acquisition polls the item.
-// Default: [DefaultRefreshPeriod] (1s); must be positive. A small random
-// jitter is added to each wait.
+// Default: [DefaultRefreshPeriod] (1s); must be positive. Each wait is
+// shortened (never lengthened) by a random jitter, up to a tenth of d
+// unless [WithRefreshJitter] says otherwise, so that waiting clients spread
+// their polls out; two polls are never more than d apart.
 func WithRefreshPeriod(d time.Duration) AcquireLockOption {
 	return func(o *acquireLockOptions) { o.refreshPeriod = d }
 }

@@ -94,7 +94,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	var err error
 	var attempts atomic.Int32 // HTTP attempts, the SDK's retries included
 	for adopt := 0; ; adopt++ {
-		err = c.sendRelease(ctx, l, deleteLock, o.data, &attempts)
+		err = c.classify(ctx, c.sendRelease(ctx, l, deleteLock, o.data, &attempts))
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
 			break

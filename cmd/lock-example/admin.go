@@ -83,7 +83,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 
 	switch sub {
 	case "create-table":
-		created, err := createTable(ctx, cfg, client, db)
+		created, err := createTable(ctx, cfg, client)
 		if err != nil {
 			logf("%v", err)
 			return exitSetup
@@ -165,38 +165,16 @@ func tableSortKey(ctx context.Context, db *dynamodb.Client, table string) (strin
 }
 
 // ensureTable creates the table unless it exists.
-func ensureTable(ctx context.Context, cfg *config, client *dynamolock.Client, db *dynamodb.Client) error {
-	_, err := createTable(ctx, cfg, client, db)
+func ensureTable(ctx context.Context, cfg *config, client *dynamolock.Client) error {
+	_, err := createTable(ctx, cfg, client)
 	return err
 }
 
-// createTable creates the table and waits until it is ACTIVE. It reports
-// false when the table already existed.
-func createTable(ctx context.Context, cfg *config, client *dynamolock.Client, db *dynamodb.Client) (bool, error) {
-	exists, err := client.TableExists(ctx)
-	if err != nil || exists {
-		return false, err
-	}
-	_, err = client.CreateTableWithContext(ctx, cfg.table)
-	var inUse *types.ResourceInUseException
-	if !errors.As(err, &inUse) {
-		return err == nil, err
-	}
-	// Someone else is creating it right now: wait until it can be used.
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(cfg.table)})
-		if err != nil {
-			return false, fmt.Errorf("waiting for table %q: %w", cfg.table, err)
-		}
-		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, fmt.Errorf("waiting for table %q: %w", cfg.table, ctx.Err())
-		case <-time.After(wait):
-		}
-	}
+// createTable creates the table unless it exists, waits until it is ACTIVE,
+// and checks an existing table's key schema. It reports false when the
+// table already existed.
+func createTable(ctx context.Context, cfg *config, client *dynamolock.Client) (bool, error) {
+	return client.CreateTableIfNotExistsWithContext(ctx, cfg.table)
 }
 
 // lockJSON is a lock as list --json and show --json print it.

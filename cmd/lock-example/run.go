@@ -191,7 +191,7 @@ wait:
 func (r *runner) acquire(ctx context.Context) (lock *dynamolock.Lock, busy bool, err error) {
 	cfg := r.cfg
 	if cfg.createTable {
-		if err := ensureTable(ctx, cfg, r.client, r.db); err != nil {
+		if err := ensureTable(ctx, cfg, r.client); err != nil {
 			return nil, false, err
 		}
 	}
