@@ -154,6 +154,39 @@ func ExampleClient_Do() {
 	// err: <nil>
 }
 
+// Sort keys per lock: one client locks several jobs of one tenant, each
+// under its own sort key value, as Amazon's Java client's withSortKey does.
+func ExampleWithSortKeyValue() {
+	ctx := context.Background()
+	table := exampleTable("tenants")
+	// snippet:sort-keys
+	// The client names the table's sort key; "" gives no default value, so
+	// every acquisition says which one it locks.
+	c, err := dynamolock.New(exampleDB(), table, dynamolock.WithSortKey("job", ""))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableIfNotExistsWithContext(ctx, table, dynamolock.WithSortKeyName("job")); err != nil {
+		log.Fatal(err)
+	}
+	nightly, err := c.AcquireLockWithContext(ctx, "tenant-7", dynamolock.WithSortKeyValue("nightly-export"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	reindex, err := c.AcquireLockWithContext(ctx, "tenant-7", dynamolock.WithSortKeyValue("reindex"),
+		dynamolock.WithLockLease(time.Minute)) // this lock's own lease
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(nightly.SortKey(), reindex.SortKey(), reindex.LeaseDuration())
+	fmt.Println("holds tenant-7/reindex:", c.HasLock("tenant-7", "reindex"))
+	// snippet:end
+	// Output:
+	// nightly-export reindex 1m0s
+	// holds tenant-7/reindex: true
+}
+
 // Guarded writes: move money between two accounts only while the lock is
 // still held by this acquisition. If the lock changed hands (this process
 // was paused past its lease, say), the transaction is cancelled instead of
