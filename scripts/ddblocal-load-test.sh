@@ -4,8 +4,8 @@
 # core keeps every core busy. Each run's command checks that the server
 # answers a ListTables request, then exits; the launcher then stops the
 # server. A run that has not finished BOUND seconds after it began (default
-# 180, three times the launcher's own start timeout) counts as a hang and is
-# killed.
+# 300: the launcher's start timeout, 120 s, plus its bounded stop, with room
+# to spare) counts as a hang and is killed.
 #
 #   scripts/ddblocal-load-test.sh [N]
 #
@@ -17,7 +17,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 N="${1:-50}"
-BOUND="${DDBLOCAL_LOAD_BOUND:-180}"
+BOUND="${DDBLOCAL_LOAD_BOUND:-300}"
 unset DYNAMODB_ENDPOINT
 
 work="$(mktemp -d)"

@@ -12,7 +12,7 @@
 # the Go package internal/ddblocal (the tests' TestMain use it too), through
 # its command internal/ddblocal/cmd/ddblocal, built into .cache/bin. Go
 # knows its child's state exactly (it reaps it), so every wait there is
-# bounded: the start by DDBLOCAL_START_TIMEOUT seconds (default 60), the
+# bounded: the start by DDBLOCAL_START_TIMEOUT seconds (default 120), the
 # stop by SIGTERM then SIGKILL 15 s apart; and the server dies with the
 # launcher (Pdeathsig), so none outlives a run.
 #
@@ -23,7 +23,7 @@
 # all interfaces).
 #
 # Environment: DDBLOCAL_PORT fixes the port (default: a free one),
-# DDBLOCAL_START_TIMEOUT the seconds to wait for it (default 60),
+# DDBLOCAL_START_TIMEOUT the seconds to wait for it (default 120),
 # DYNAMODB_LOCAL_DIR a directory holding DynamoDBLocal.jar to use instead.
 set -euo pipefail
 

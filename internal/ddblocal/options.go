@@ -5,7 +5,7 @@ import "time"
 // The bounds of a start (WithStartTimeout overrides it) and of each step
 // of a stop (SIGTERM, then SIGKILL).
 const (
-	defaultStartTimeout = 60 * time.Second
+	defaultStartTimeout = 120 * time.Second
 	defaultStopTimeout  = 15 * time.Second
 )
 
@@ -38,5 +38,5 @@ func WithLogFile(path string) Option { return func(o *options) { o.logPath = pat
 func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
 
 // WithStartTimeout bounds how long Start waits for the endpoint to answer
-// (default 60s).
+// (default 120s).
 func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.startTimeout = d } }

@@ -48,7 +48,7 @@ func TestRunStartsAndStopsAServerAroundTheCommand(t *testing.T) {
 // With DYNAMODB_ENDPOINT set, Run starts nothing and hands it on as is.
 func TestRunUsesTheEndpointFromTheEnvironment(t *testing.T) {
 	t.Setenv(EnvEndpoint, "http://127.0.0.1:1")
-	t.Setenv("DDBLOCAL_PID", "")      // as outside `make test`, which sets it for its own server
+	t.Setenv(EnvPID, "")              // as set by the launcher of make test, if that runs this test
 	t.Setenv("PATH", "/usr/bin:/bin") // no java needed: nothing starts
 	var out bytes.Buffer
 	code, err := Run(testCtx(t), []string{"sh", "-c", `echo "$DYNAMODB_ENDPOINT|${DDBLOCAL_PID:-none}"`},

@@ -8,7 +8,7 @@
 // Otherwise an in-memory DynamoDB Local is started on a free 127.0.0.1 port,
 // CMD runs with DYNAMODB_ENDPOINT and DDBLOCAL_PID set, and the server is
 // stopped when CMD exits; ddblocal exits with CMD's status. Every wait is
-// bounded: the start by DDBLOCAL_START_TIMEOUT (seconds, default 60), the
+// bounded: the start by DDBLOCAL_START_TIMEOUT (seconds, default 120), the
 // stop by SIGTERM then SIGKILL 15 s apart, CMD after a signal passed on to
 // it by 30 s. The server dies with this process (Linux), never outlives it.
 //
