@@ -39,16 +39,7 @@ func (c *Client) AcquireLockWithContext(ctx context.Context, key string, opts ..
 	if c.isClosed() {
 		return nil, ErrClientClosed
 	}
-	o := &acquireLockOptions{
-		refreshPeriod:        DefaultRefreshPeriod,
-		additionalTimeToWait: DefaultAdditionalTimeToWaitForLock,
-		refreshJitter:        -1,
-	}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(o)
-		}
-	}
+	o := newAcquireLockOptions(opts)
 	if err := c.validateAcquire(key, o); err != nil {
 		return nil, err
 	}
