@@ -483,7 +483,7 @@ type update struct {
 // valueExpr is the right-hand side of a SET action: an operand or
 // if_not_exists, optionally combined with a second one by + or -.
 type valueExpr struct {
-	l, r   term
+	l, r  term
 	op    string // "+" or "-" when hasOp
 	hasOp bool
 }
