@@ -42,10 +42,11 @@ type Change struct {
 
 // Event is one request as the model executed it.
 type Event struct {
-	Seq     uint64 // 1, 2, ... in the order the requests took effect
-	Op      string // "UpdateItem", "TransactWriteItems", ...
-	Input   any    // the request as given
-	Err     error  // the error returned, nil on success
+	Ctx     context.Context // the request's context: callers can tag it
+	Seq     uint64          // 1, 2, ... in the order the requests took effect
+	Op      string          // "UpdateItem", "TransactWriteItems", ...
+	Input   any             // the request as given
+	Err     error           // the error returned, nil on success
 	Changes []Change
 }
 
@@ -114,10 +115,10 @@ func (m *Model) Item(tableName, key string) Item {
 // the way Change.Key does, for string keys.
 func KeyString(pk, sk string) string { return fmt.Sprintf("%d:%s|%s", len(pk), pk, sk) }
 
-func (m *Model) done(op string, in any, err error, changes []Change) {
+func (m *Model) done(ctx context.Context, op string, in any, err error, changes []Change) {
 	m.seq++
 	if m.hook != nil {
-		m.hook(Event{Seq: m.seq, Op: op, Input: in, Err: err, Changes: changes})
+		m.hook(Event{Ctx: ctx, Seq: m.seq, Op: op, Input: in, Err: err, Changes: changes})
 	}
 }
 
@@ -155,7 +156,7 @@ func conditionFailed(item Item, rv types.ReturnValuesOnConditionCheckFailure) er
 // ---- tables ----
 
 // CreateTable creates an ACTIVE table at once.
-func (m *Model) CreateTable(_ context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+func (m *Model) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, err := newTable(in)
@@ -163,11 +164,11 @@ func (m *Model) CreateTable(_ context.Context, in *dynamodb.CreateTableInput, _ 
 		err = &types.ResourceInUseException{Message: aws.String("Cannot create preexisting table")}
 	}
 	if err != nil {
-		m.done("CreateTable", in, err, nil)
+		m.done(ctx, "CreateTable", in, err, nil)
 		return nil, err
 	}
 	m.tables[t.name] = t
-	m.done("CreateTable", in, nil, nil)
+	m.done(ctx, "CreateTable", in, nil, nil)
 	return &dynamodb.CreateTableOutput{TableDescription: t.describe()}, nil
 }
 
@@ -222,16 +223,16 @@ func (t *table) describe() *types.TableDescription {
 }
 
 // DescribeTable describes a table; every table is ACTIVE.
-func (m *Model) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+func (m *Model) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := m.tables[aws.ToString(in.TableName)]
 	if t == nil {
 		err := &types.ResourceNotFoundException{Message: aws.String("Cannot do operations on a non-existent table")}
-		m.done("DescribeTable", in, err, nil)
+		m.done(ctx, "DescribeTable", in, err, nil)
 		return nil, err
 	}
-	m.done("DescribeTable", in, nil, nil)
+	m.done(ctx, "DescribeTable", in, nil, nil)
 	return &dynamodb.DescribeTableOutput{Table: t.describe()}, nil
 }
 
@@ -479,11 +480,11 @@ func (w *write) commit(old Item) (Item, error) {
 }
 
 // GetItem reads one item; every read is strongly consistent.
-func (m *Model) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+func (m *Model) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out, err := m.getItem(in)
-	m.done("GetItem", in, err, nil)
+	m.done(ctx, "GetItem", in, err, nil)
 	return out, err
 }
 
@@ -506,12 +507,12 @@ func (m *Model) getItem(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, err
 }
 
 // PutItem writes a whole item, optionally conditioned.
-func (m *Model) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+func (m *Model) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ch []Change
 	out, err := m.putItem(in, &ch)
-	m.done("PutItem", in, err, ch)
+	m.done(ctx, "PutItem", in, err, ch)
 	return out, err
 }
 
@@ -575,12 +576,12 @@ func runWrite[O any](w *write, ch *[]Change, rv types.ReturnValuesOnConditionChe
 }
 
 // UpdateItem updates (or creates) one item, optionally conditioned.
-func (m *Model) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+func (m *Model) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ch []Change
 	out, err := m.updateItem(in, &ch)
-	m.done("UpdateItem", in, err, ch)
+	m.done(ctx, "UpdateItem", in, err, ch)
 	return out, err
 }
 
@@ -645,12 +646,12 @@ func (m *Model) updateItem(in *dynamodb.UpdateItemInput, ch *[]Change) (*dynamod
 }
 
 // DeleteItem deletes one item, optionally conditioned.
-func (m *Model) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+func (m *Model) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ch []Change
 	out, err := m.deleteItem(in, &ch)
-	m.done("DeleteItem", in, err, ch)
+	m.done(ctx, "DeleteItem", in, err, ch)
 	return out, err
 }
 
@@ -687,12 +688,12 @@ func (m *Model) deleteItem(in *dynamodb.DeleteItemInput, ch *[]Change) (*dynamod
 // per member, in order ("None" or "ConditionalCheckFailed", with the item
 // when the member asked for ALL_OLD). A ClientRequestToken already
 // committed makes the call succeed without applying anything again.
-func (m *Model) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+func (m *Model) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ch []Change
 	out, err := m.transact(in, &ch)
-	m.done("TransactWriteItems", in, err, ch)
+	m.done(ctx, "TransactWriteItems", in, err, ch)
 	return out, err
 }
 
@@ -827,11 +828,11 @@ func (m *Model) transact(in *dynamodb.TransactWriteItemsInput, ch *[]Change) (*d
 // Query returns the items of one partition key (KeyConditionExpression
 // "pk = :v", optionally AND a sort key comparison), in sort key order,
 // paginated by Limit and ExclusiveStartKey.
-func (m *Model) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+func (m *Model) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out, err := m.query(in)
-	m.done("Query", in, err, nil)
+	m.done(ctx, "Query", in, err, nil)
 	return out, err
 }
 
@@ -896,11 +897,11 @@ func partitionEquality(c cond, pk string) (types.AttributeValue, bool) {
 
 // Scan returns every item of a table in key order, paginated by Limit and
 // ExclusiveStartKey.
-func (m *Model) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+func (m *Model) Scan(ctx context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out, err := m.scan(in)
-	m.done("Scan", in, err, nil)
+	m.done(ctx, "Scan", in, err, nil)
 	return out, err
 }
 
