@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -24,17 +22,18 @@ func (c *Client) AcquireLock(key string, opts ...AcquireLockOption) (*Lock, erro
 //
 // A free or released lock costs one conditional UpdateItem. When another
 // owner holds it, the client polls the item with a consistent GetItem every
-// refresh period (plus a small jitter). If the item's record version number
-// stays the same for a full lease of the holder, measured on this host's
-// monotonic clock, the holder is taken to be dead and the lock is taken over
-// with a write conditioned on that version. If the holder keeps renewing it,
-// the acquisition gives up after the holder's lease plus
+// refresh period (shortened by a small jitter). If the item's record version
+// number stays the same for a full lease of the holder, measured on this
+// host's monotonic clock, the holder is taken to be dead and the lock is
+// taken over with a write conditioned on that version. If the holder keeps
+// renewing it, the acquisition gives up after the holder's lease plus
 // [WithAdditionalTimeToWaitForLock] with a *[LockNotGrantedError] wrapping a
 // *[TimeoutError].
 //
 // When ctx ends the wait stops at once; the error matches both ctx.Err() and
-// *LockNotGrantedError. Bad input returns an *[InvalidArgumentError] before
-// any DynamoDB call.
+// *LockNotGrantedError. A write of this call that may have landed (its answer
+// was lost) is released again before an acquisition that gives up returns.
+// Bad input returns an *[InvalidArgumentError] before any DynamoDB call.
 func (c *Client) AcquireLockWithContext(ctx context.Context, key string, opts ...AcquireLockOption) (*Lock, error) {
 	if c.isClosed() {
 		return nil, ErrClientClosed
@@ -83,254 +82,354 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 			return err
 		}
 	}
-	return c.validateItemSize("WithData", key, o.data, o.additionalAttributes)
-}
-
-// validateItemSize rejects data that would make the item larger than
-// DynamoDB's 400 KB limit, counting every attribute the lock writes.
-func (c *Client) validateItemSize(option, key string, data []byte, additional map[string]types.AttributeValue) error {
-	item := c.itemKey(key)
-	for name, v := range additional {
-		item[name] = v
-	}
-	size := itemSize(item) + len(data) + len(attrData) +
-		len(attrOwnerName) + len(c.ownerName) +
-		len(attrLeaseDuration) + 24 + len(attrRVN) + 36 +
-		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
-		len(attrLeaseExpiresAt) + 12 + len(c.ttlAttribute) + 12
-	if size > maxItemBytes {
-		if len(data) < size/2 {
-			option = "WithAdditionalAttributes"
-		}
-		return invalid(option, strconv.Itoa(len(data))+" bytes of data", "the lock item would be about %d bytes, over DynamoDB's %d-byte item limit", size, maxItemBytes)
-	}
-	return nil
-}
-
-const reentrantStripes = 64
-
-var errNoItemReturned = errors.New("the failed condition returned no item")
-
-// stripe picks one of the client's reentrant mutexes for a key.
-func stripe(regKey string) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(regKey); i++ {
-		h = (h ^ uint32(regKey[i])) * 16777619
-	}
-	return int(h % reentrantStripes)
+	return c.validateItemSize("WithData", key, c.sortKey, o.data, o.additionalAttributes)
 }
 
 // acquisition is the state of one AcquireLock call.
 type acquisition struct {
 	c        *Client
 	key      string
+	sortKey  *string
 	regKey   string
 	o        *acquireLockOptions
 	start    time.Time
-	deadline time.Time // zero until a holder has been seen
-	// attempts maps each record version number this call tried to write to
-	// the time it sent it, so that a write whose answer was lost is
-	// recognised (and adopted) when the next attempt finds it.
-	attempts map[string]time.Time
+	deadline time.Time // computed once, when the first holder is seen
+	// attempts holds every write this call sent, by the RVN it wrote, so
+	// that a write whose answer was lost is recognised (and adopted) when
+	// a later answer shows it.
+	attempts map[string]attempt
+}
+
+// attempt is one acquiring write.
+type attempt struct {
+	sent  time.Time // the lease and the stored expiry count from here
+	lease time.Duration
+	// unsure: no answer said whether it landed. Such writes are released
+	// again if the call gives up.
+	unsure bool
+}
+
+// view is what an acquisition knows of the item.
+type view struct {
+	known  bool        // an answer described the item, and no write since may have changed it
+	absent bool        // there is no item
+	rec    *lockRecord // the decoded item
+	raw    map[string]types.AttributeValue
+	bad    error     // the item could not be decoded
+	seen   time.Time // when this client first saw rec.rvn on the key
+	failed error     // the last call failed transiently
+}
+
+type step uint8
+
+const (
+	stepWrite step = iota // send the acquiring write, replacing takeover if not ""
+	stepRead              // read the item at `at`
+	stepAdopt             // the item is this call's own write, whose answer was lost
+	stepFail              // give up with err
+)
+
+type decision struct {
+	step     step
+	takeover string
+	at       time.Time
+	err      error
+	stale    bool // a takeover of a holder seen unchanged for its lease
+}
+
+// decideInput is everything the decision looks at.
+type decideInput struct {
+	view     *view
+	now      time.Time
+	start    time.Time // when the acquisition started
+	key      string
+	owner    string // this client's owner name
+	attempts map[string]attempt
+	o        *acquireLockOptions
+	deadline time.Time
+	// staleByClock is when the stored expiry plus the skew bound passes,
+	// with WithClockSkewBound.
+	staleByClock   time.Time
+	hasClockExpiry bool
+	jitter         time.Duration // taken off the next poll's wait
+}
+
+// decide is the acquisition's one decision: from what is known of the item
+// and the time, what to do next. It is a pure function.
+func decide(in decideInput) decision {
+	v := in.view
+	switch {
+	case !v.known:
+		if v.failed != nil && !in.now.Before(in.deadline) {
+			return decision{step: stepFail, err: notGranted(v.failed, "key %q", in.key)}
+		}
+		// A write whose answer was lost may have landed, or an emulator
+		// returned no item: learn it by reading, after the usual pause.
+		return decision{step: stepRead, at: in.now.Add(in.o.refreshPeriod - in.jitter)}
+	case v.absent && in.o.onlyIfLockAlreadyExist:
+		return decision{step: stepFail, err: notGranted(nil, "key %q has no lock item and WithAcquireOnlyIfLockAlreadyExists was given", in.key)}
+	case v.absent:
+		return decision{step: stepWrite}
+	case v.bad != nil:
+		return decision{step: stepFail, err: notGranted(v.bad, "key %q holds an item this client cannot interpret; it is treated as held", in.key)}
+	case v.rec.released:
+		return decision{step: stepWrite}
+	}
+	rec := v.rec
+	if rec.owner == in.owner {
+		if a, ok := in.attempts[rec.rvn]; ok {
+			if in.now.Before(a.sent.Add(a.lease)) {
+				return decision{step: stepAdopt}
+			}
+			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
+		}
+		if in.o.reentrant {
+			return decision{step: stepWrite, takeover: rec.rvn} // Java's reentrant: an item naming our owner is ours to take
+		}
+	}
+	staleAt := v.seen.Add(rec.lease)
+	if in.hasClockExpiry && in.staleByClock.Before(staleAt) {
+		staleAt = in.staleByClock
+	}
+	switch {
+	case !in.now.Before(staleAt):
+		return decision{step: stepWrite, takeover: rec.rvn, stale: true}
+	case in.o.failIfLocked:
+		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: rec.lease}, "FailIfLocked")}
+	case !in.now.Before(in.deadline):
+		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: in.now.Sub(in.start)},
+			"key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner))}
+	}
+	// Poll once a refresh period, but wake exactly when the item could
+	// become stale or the wait ends.
+	at := in.now.Add(in.o.refreshPeriod - in.jitter)
+	return decision{step: stepRead, at: earliest(earliest(at, staleAt), in.deadline)}
+}
+
+func heldByUs(holder, owner string) string {
+	if holder != owner {
+		return ""
+	}
+	return " (this client's own owner name: the key is held by this client or another with the same owner; use WithReentrant to get the held lock)"
 }
 
 func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions, start time.Time) (*Lock, error) {
-	a := &acquisition{c: c, key: key, regKey: c.registryKey(key), o: o, start: start, attempts: make(map[string]time.Time, 2)}
+	a := &acquisition{c: c, key: key, sortKey: c.sortKey, o: o, start: start, attempts: make(map[string]attempt, 2)}
+	a.regKey = registryKey(key, a.sortKey)
 	if o.reentrant {
 		// Reentrant acquisitions of one key take turns, so that concurrent
-		// ones return the same lock instead of each taking it from the other.
-		mu := &c.reentrantMu[stripe(a.regKey)]
-		mu.Lock()
-		defer mu.Unlock()
-		if l := c.heldLock(a.regKey); l != nil && !l.IsExpired() {
+		// ones return the same lock instead of each taking it from the
+		// other. Only they wait for each other, and only while ctx lasts.
+		leave, err := c.reentrant.enter(ctx, a.regKey)
+		if err != nil {
+			return nil, notGranted(err, "key %q: context done while waiting for another reentrant acquisition of the key", key)
+		}
+		defer leave()
+		if l := c.heldLock(a.regKey); l != nil {
 			return l, nil
 		}
 	}
-	takeover := "" // the stale RVN a write may replace
+	l, err := a.run(ctx)
+	if err != nil {
+		a.undo(ctx)
+	}
+	return l, err
+}
+
+// run is the acquisition's one loop around decide.
+func (a *acquisition) run(ctx context.Context) (*Lock, error) {
+	c := a.c
+	v := &view{}
+	next := decision{step: stepWrite}
 	for {
-		l, item, err := a.tryWrite(ctx, takeover)
-		if l != nil {
-			return l, nil
-		}
-		if err != nil {
-			if !a.retryable(ctx, err) {
-				var lng *LockNotGrantedError
-				if errors.As(err, &lng) || errors.Is(err, ErrClientClosed) {
-					return nil, err
-				}
-				return nil, notGranted(err, "key %q", a.key)
+		switch next.step {
+		case stepWrite:
+			if next.stale {
+				c.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(a.key), slogOwner(v.rec.owner), slogRVN(v.rec.rvn))
 			}
-			// The write may have landed: poll, and recognise our own RVN.
-			if err := a.sleep(ctx, o.refreshPeriod); err != nil {
+			l, err := a.write(ctx, next.takeover, v)
+			if l != nil || err != nil {
+				return l, err
+			}
+		case stepRead:
+			if err := a.sleep(ctx, time.Until(next.at)); err != nil {
 				return nil, err
 			}
-			if item, err = a.read(ctx); err != nil {
-				if !a.retryable(ctx, err) {
-					return nil, notGranted(err, "key %q", a.key)
-				}
-				continue
+			item, err := a.read(ctx)
+			if err := a.learn(ctx, v, item, err); err != nil {
+				return nil, err
 			}
+		case stepAdopt:
+			return a.adopt(ctx, v.raw, a.attempts[v.rec.rvn])
+		case stepFail:
+			return nil, next.err
 		}
-		takeover, l, err = a.wait(ctx, item)
-		if l != nil || err != nil {
-			return l, err
+		in := decideInput{view: v, now: time.Now(), start: a.start, key: a.key, owner: c.ownerName, attempts: a.attempts, o: a.o,
+			deadline: a.deadlineFor(v), jitter: jitter(a.o.refreshPeriod, 10)}
+		if v.rec != nil {
+			in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
 		}
+		next = decide(in)
 	}
 }
 
-// tryWrite sends the acquiring UpdateItem. It returns the new lock, or the
-// item that made the condition fail, or an error.
-func (a *acquisition) tryWrite(ctx context.Context, takeover string) (*Lock, map[string]types.AttributeValue, error) {
+// deadlineFor is when the wait ends: the first holder's lease plus the
+// additional time, counted from the start (the client's lease until a
+// holder was seen).
+func (a *acquisition) deadlineFor(v *view) time.Time {
+	if !a.deadline.IsZero() {
+		return a.deadline
+	}
+	if v.rec == nil || v.rec.released {
+		return a.start.Add(satAdd(a.o.additionalTimeToWait, a.c.leaseDuration))
+	}
+	a.deadline = a.start.Add(satAdd(a.o.additionalTimeToWait, v.rec.lease))
+	if !a.o.failIfLocked {
+		a.c.logger.LogAttrs(context.Background(), slog.LevelDebug, "waiting for lock", slogKey(a.key), slogOwner(v.rec.owner),
+			slogRVN(v.rec.rvn), slogDuration("lease", v.rec.lease))
+	}
+	return a.deadline
+}
+
+// write sends the acquiring UpdateItem. It returns the new lock, or updates
+// v with what the answer showed, or returns the error that ends the call.
+func (a *acquisition) write(ctx context.Context, takeover string, v *view) (*Lock, error) {
 	c := a.c
 	rvn := newRVN()
-	in := c.acquireInput(a.key, a.o, rvn, takeover)
+	// One instant for the stored expiry and this holder's lease, taken
+	// before the send: the holder's lease never ends later than what it
+	// wrote, nor later than any observer's.
 	sent := time.Now()
-	a.attempts[rvn] = sent
+	in := c.acquireInput(a.key, a.sortKey, a.o, rvn, takeover, sent)
+	at := attempt{sent: sent, lease: c.leaseDuration, unsure: true}
+	a.attempts[rvn] = at
 	out, err := c.db.UpdateItem(ctx, in)
 	c.metrics.call(ctx, "UpdateItem")
 	if err == nil {
-		l, err := a.adopt(ctx, out.Attributes, sent)
-		return l, nil, err
+		return a.adopt(ctx, out.Attributes, at)
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return nil, nil, err
+	if errors.As(err, &ccf) || surelyNotApplied(err) {
+		at.unsure = false
+		a.attempts[rvn] = at
 	}
-	if len(ccf.Item) == 0 {
-		if a.o.onlyIfLockAlreadyExist {
-			return nil, nil, notGranted(nil, "key %q has no lock item and WithAcquireOnlyIfLockAlreadyExists was given", a.key)
-		}
-		// DynamoDB returns the item that failed the condition; an emulator or
-		// wrapper may not. Learn it by reading, after the usual pause.
-		return nil, nil, errNoItemReturned
+	if ccf != nil && len(ccf.Item) > 0 {
+		return nil, a.learn(ctx, v, ccf.Item, nil)
 	}
-	return nil, ccf.Item, nil
+	if ccf != nil {
+		// No item came back: there is none, or an emulator does not return
+		// it. Only WithAcquireOnlyIfLockAlreadyExists fails on a missing
+		// item, and then it is missing.
+		*v = view{known: a.o.onlyIfLockAlreadyExist, absent: a.o.onlyIfLockAlreadyExist}
+		return nil, nil
+	}
+	// The write may have landed: nothing is known of the item until read.
+	*v = view{}
+	return nil, a.failed(ctx, v, err)
 }
 
-// adopt turns an item this call wrote into a held, registered lock.
-func (a *acquisition) adopt(ctx context.Context, item map[string]types.AttributeValue, sent time.Time) (*Lock, error) {
+// learn records what an answer showed of the item: item as read or
+// returned by a failed condition, or err when the call failed.
+func (a *acquisition) learn(ctx context.Context, v *view, item map[string]types.AttributeValue, err error) error {
+	if err != nil {
+		return a.failed(ctx, v, err)
+	}
+	*v = view{known: true, raw: item, absent: len(item) == 0}
+	if v.absent {
+		return nil
+	}
+	if v.rec, v.bad = a.c.schema.decodeItem(item); v.bad == nil && !v.rec.released {
+		v.seen = a.c.observations.observe(a.regKey, v.rec.rvn, time.Now())
+	}
+	return nil
+}
+
+// failed handles a failed call: a transient failure is kept in v for the
+// decision (which retries within the deadline), anything else ends the call.
+func (a *acquisition) failed(ctx context.Context, v *view, err error) error {
+	if ctx.Err() != nil {
+		return notGranted(errors.Join(ctx.Err(), err), "key %q: context done", a.key)
+	}
+	if a.o.failIfLocked || !isTransient(err) {
+		var lng *LockNotGrantedError
+		if errors.As(err, &lng) {
+			return err
+		}
+		return notGranted(err, "key %q", a.key)
+	}
+	a.c.logger.LogAttrs(ctx, slog.LevelWarn, "acquire failed, retrying", slogKey(a.key), slogErr(err))
+	v.failed = err
+	return nil
+}
+
+// adopt turns an item this call wrote into a held, registered lock. An item
+// that landed but cannot be decoded is released again: nobody could use it.
+func (a *acquisition) adopt(ctx context.Context, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
 	c := a.c
 	rec, err := c.schema.decodeItem(item)
 	if err != nil {
-		return nil, notGranted(err, "key %q", a.key)
+		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; the write was undone", a.key)
 	}
-	l := newLockFromRecord(c, a.key, rec, sent, stateHeld)
+	l := newHeldLock(c, a.key, a.sortKey, rec, at.sent)
+	l.leaseEnd = at.sent.Add(at.lease)
 	l.deleteOnRelease = a.o.deleteLockOnRelease
 	l.monitor = a.o.sessionMonitor
+	clear(a.attempts) // the call succeeded: nothing to undo
 	if err := c.register(ctx, l); err != nil {
 		return nil, err
 	}
 	c.observations.forget(a.regKey)
-	waited := time.Since(a.start)
-	l.log(slog.LevelInfo, "lock acquired", slogDuration("waited", waited))
+	l.log(slog.LevelInfo, "lock acquired", slogDuration("waited", time.Since(a.start)))
 	return l, nil
 }
 
-// wait watches a held item until it is free, stale, or the wait runs out.
-// It returns the RVN to take over ("" for a free item), or the lock when the
-// item turned out to be our own write whose answer was lost, or the error
-// that ends the call. A nil item means "no fresh read": judge the last one.
-func (a *acquisition) wait(ctx context.Context, item map[string]types.AttributeValue) (string, *Lock, error) {
-	c := a.c
-	var rec *lockRecord
-	var firstSeen time.Time
-	for {
-		if item != nil {
-			if len(item) == 0 {
-				return "", nil, nil
-			}
-			var err error
-			if rec, err = c.schema.decodeItem(item); err != nil {
-				return "", nil, notGranted(err, "key %q holds an item this client cannot interpret; it is treated as held", a.key)
-			}
-			if rec.released {
-				return "", nil, nil
-			}
-			if sent, ok := a.attempts[rec.rvn]; ok && rec.owner == c.ownerName {
-				if time.Since(sent) < rec.lease {
-					l, err := a.adopt(ctx, item, sent)
-					return "", l, err
-				}
-				return rec.rvn, nil, nil // our own write, but its lease is over: renew by taking it over
-			}
-			if a.o.reentrant && rec.owner == c.ownerName {
-				return rec.rvn, nil, nil // Java's reentrant: an item naming our owner is ours to take
-			}
-			firstSeen = c.observations.observe(a.regKey, rec.rvn, time.Now())
-			if a.deadline.IsZero() {
-				a.deadline = a.start.Add(satAdd(a.o.additionalTimeToWait, rec.lease))
-				if !a.o.failIfLocked {
-					c.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for lock", slogKey(a.key), slogOwner(rec.owner), slogRVN(rec.rvn),
-						slogDuration("lease", rec.lease))
-				}
-			}
-		}
-		if rec == nil {
-			return "", nil, nil
-		}
-		now := time.Now()
-		staleAt := firstSeen.Add(rec.lease)
-		if at, ok := c.staleByClockAt(rec, now); ok && at.Before(staleAt) {
-			staleAt = at // with WithClockSkewBound: wake when the stored expiry plus the bound passes
-		}
-		if !now.Before(staleAt) {
-			c.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(a.key), slogOwner(rec.owner), slogRVN(rec.rvn))
-			return rec.rvn, nil, nil
-		}
-		if a.o.failIfLocked {
-			return "", nil, notGranted(&LockHeldError{Key: a.key, Owner: rec.owner, LeaseDuration: rec.lease}, "FailIfLocked")
-		}
-		if !now.Before(a.deadline) {
-			return "", nil, notGranted(&TimeoutError{Age: now.Sub(a.start)},
-				"key %q stayed held by owner %q", a.key, rec.owner)
-		}
-		// Sleep one refresh period, but wake up exactly when the item could
-		// become stale or the wait ends.
-		// Jitter shortens the wait, so that polls spread out yet never come
-		// later than one refresh period apart.
-		d := a.o.refreshPeriod - jitter(a.o.refreshPeriod)
-		d = min(d, staleAt.Sub(now), a.deadline.Sub(now))
-		if err := a.sleep(ctx, d); err != nil {
-			return "", nil, err
-		}
-		var err error
-		if item, err = a.read(ctx); err != nil {
-			if !a.retryable(ctx, err) {
-				return "", nil, notGranted(err, "key %q", a.key)
-			}
-			item = nil
+// undo releases every write of this call that may have landed, so that a
+// call that gives up leaves no item held by nobody: one UpdateItem
+// conditioned on this owner and those RVNs, best effort, with a bounded
+// wait even when ctx has ended.
+func (a *acquisition) undo(ctx context.Context) {
+	var rvns []string
+	for rvn, at := range a.attempts {
+		if at.unsure {
+			rvns = append(rvns, rvn)
 		}
 	}
+	if len(rvns) == 0 {
+		return
+	}
+	c := a.c
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	b := newExprBuilder()
+	in := b.value(":u0", attrS(rvns[0]))
+	for i, rvn := range rvns[1:] {
+		in += ", " + b.value(":u"+strconv.Itoa(i+1), attrS(rvn))
+	}
+	cond := ownerCondition(b, c.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
+	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b)
+	_, err := c.db.UpdateItem(ctx, c.guardedUpdate(c.itemKeyOf(a.key, a.sortKey), b, update, cond))
+	c.metrics.call(ctx, "UpdateItem")
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
+			slogKey(a.key), slogErr(err))
+	}
 }
+
+// undoTimeout bounds the release of an abandoned acquisition's writes.
+const undoTimeout = 5 * time.Second
 
 func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue, error) {
 	out, err := a.c.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(a.c.tableName),
-		Key:            a.c.itemKey(a.key),
+		Key:            a.c.itemKeyOf(a.key, a.sortKey),
 		ConsistentRead: aws.Bool(true),
 	})
 	a.c.metrics.call(ctx, "GetItem")
 	if err != nil {
 		return nil, err
 	}
-	if out.Item == nil {
-		return map[string]types.AttributeValue{}, nil
-	}
 	return out.Item, nil
-}
-
-// retryable reports whether a DynamoDB error leaves room for another try
-// within this acquisition's wait; otherwise the caller returns it.
-func (a *acquisition) retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || a.o.failIfLocked || !isTransient(err) {
-		return false
-	}
-	deadline := a.deadline
-	if deadline.IsZero() {
-		deadline = a.start.Add(satAdd(a.o.additionalTimeToWait, a.c.leaseDuration))
-	}
-	a.c.logger.LogAttrs(ctx, slog.LevelWarn, "acquire failed, retrying", slogKey(a.key), slogErr(err))
-	return time.Now().Before(deadline)
 }
 
 // sleep waits d, or until ctx ends or the client closes.
@@ -347,27 +446,12 @@ func (a *acquisition) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// satAdd adds two non-negative durations, saturating instead of
-// overflowing: "wait for ever" must not turn into "give up at once".
-func satAdd(a, b time.Duration) time.Duration {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
-
-func jitter(d time.Duration) time.Duration {
-	if d < 10 {
-		return 0
-	}
-	return rand.N(d / 10)
-}
-
 // acquireInput builds the single UpdateItem that acquires a free or released
 // item, or takes over one whose RVN is takeover. It bumps the fencing token,
 // and on failure returns the current item (ReturnValuesOnConditionCheckFailure)
-// so that no read is needed to learn who holds it.
-func (c *Client) acquireInput(key string, o *acquireLockOptions, rvn, takeover string) *dynamodb.UpdateItemInput {
+// so that no read is needed to learn who holds it. sent is the instant the
+// lease counts from.
+func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, sent time.Time) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	set := "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(c.ownerName)) +
 		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(c.leaseDuration))) +
@@ -387,15 +471,14 @@ func (c *Client) acquireInput(key string, o *acquireLockOptions, rvn, takeover s
 		set += ", " + b.name(n, name) + " = " + b.value(vv, v)
 		i++
 	}
-	now := time.Now()
 	// The fencing token goes up by one on every acquisition. A new item
 	// starts from the current time in microseconds rather than from zero, so
 	// that tokens keep increasing when an item is deleted (on release or by
 	// TTL) and created again, and an owner's token never names two
 	// acquisitions of one key.
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
-		b.value(":base", attrN(uint64(now.UnixMicro()))) + ") + " + b.value(":one", attrN(1))
-	set += c.expirySets(b, now, c.leaseDuration)
+		b.value(":base", attrN(uint64(sent.UnixMicro()))) + ") + " + b.value(":one", attrN(1))
+	set += c.expirySets(b, sent, c.leaseDuration, rvn)
 
 	cond := "attribute_not_exists(" + b.name("#pk", c.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
@@ -406,7 +489,7 @@ func (c *Client) acquireInput(key string, o *acquireLockOptions, rvn, takeover s
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.tableName),
-		Key:                                 c.itemKey(key),
+		Key:                                 c.itemKeyOf(key, sortKey),
 		UpdateExpression:                    aws.String(set + remove),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            b.names,

@@ -101,7 +101,7 @@ func BenchmarkAcquireInput(b *testing.B) {
 			rvn := newRVN()
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = c.acquireInput("customer-42", &tc.o, rvn, tc.takeover)
+				_ = c.acquireInput("customer-42", nil, &tc.o, rvn, tc.takeover, time.Now())
 			}
 		})
 	}
@@ -109,12 +109,11 @@ func BenchmarkAcquireInput(b *testing.B) {
 
 func BenchmarkHeartbeatInput(b *testing.B) {
 	c := benchInternalClient(b)
-	id := identity{owner: c.ownerName, rvn: newRVN()}
-	l := &Lock{client: c, partitionKey: "customer-42"}
-	p := pendingWrite{rvn: newRVN(), sent: time.Now()}
+	l := &Lock{client: c, partitionKey: "customer-42", ownerName: c.ownerName, rvn: newRVN()}
+	w := &renewal{rvn: newRVN(), sent: time.Now(), lease: 20 * time.Second}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = c.heartbeatInput(l, id, p, 20*time.Second, &sendHeartbeatOptions{})
+		_ = c.heartbeatInput(l, w)
 	}
 }
 

@@ -56,7 +56,7 @@ type Client struct {
 	schema                       schema
 
 	locks        sync.Map // registry key → *Lock, the locks this client holds
-	reentrantMu  [reentrantStripes]sync.Mutex
+	reentrant    keyGates // reentrant acquisitions of one key take turns
 	observations observations
 	sched        *scheduler
 
@@ -144,7 +144,7 @@ func (c *Client) validate() error {
 	}
 	if c.ttlAttribute != "" {
 		for _, name := range []string{c.partitionKeyName, c.sortKeyName, attrOwnerName, attrLeaseDuration,
-			attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt} {
+			attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN} {
 			if c.ttlAttribute == name {
 				return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
 			}
@@ -157,7 +157,7 @@ func (c *Client) validate() error {
 // attributes, which a key attribute must not be named after.
 func lockAttribute(name string) bool {
 	switch name {
-	case attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt:
+	case attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN:
 		return true
 	}
 	return false
@@ -187,20 +187,21 @@ func newRVN() string { return uuid.Must(uuid.NewV4()).String() }
 // OwnerName returns the owner name this client writes into its locks.
 func (c *Client) OwnerName() string { return c.ownerName }
 
-// registryKey identifies a lock in this client. Length-prefixing the
+// registryKey identifies a lock in a client. Length-prefixing the
 // partition key keeps ("a", "bc") and ("ab", "c") apart.
-func (c *Client) registryKey(key string) string {
+func registryKey(key string, sortKey *string) string {
 	sk := ""
-	if c.sortKey != nil {
-		sk = *c.sortKey
+	if sortKey != nil {
+		sk = *sortKey
 	}
 	return strconv.Itoa(len(key)) + ":" + key + sk
 }
 
-func (c *Client) itemKey(key string) map[string]types.AttributeValue {
+// itemKeyOf is the primary key of the item of (key, sortKey).
+func (c *Client) itemKeyOf(key string, sortKey *string) map[string]types.AttributeValue {
 	k := map[string]types.AttributeValue{c.partitionKeyName: attrS(key)}
-	if c.sortKey != nil {
-		k[c.sortKeyName] = attrS(*c.sortKey)
+	if sortKey != nil {
+		k[c.sortKeyName] = attrS(*sortKey)
 	}
 	return k
 }
@@ -231,10 +232,7 @@ func (c *Client) heldLock(regKey string) *Lock {
 		return nil
 	}
 	l := v.(*Lock)
-	l.mu.Lock()
-	held := l.state == stateHeld
-	l.mu.Unlock()
-	if !held {
+	if !l.held() {
 		return nil // ending: it leaves the registry in a moment
 	}
 	return l
@@ -273,12 +271,12 @@ func (c *Client) GetWithContext(ctx context.Context, key string) (*Lock, error) 
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	if l := c.heldLock(c.registryKey(key)); l != nil {
+	if l := c.heldLock(registryKey(key, c.sortKey)); l != nil {
 		return l, nil
 	}
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(c.tableName),
-		Key:            c.itemKey(key),
+		Key:            c.itemKeyOf(key, c.sortKey),
 		ConsistentRead: aws.Bool(true),
 	})
 	c.metrics.call(ctx, "GetItem")
@@ -290,13 +288,13 @@ func (c *Client) GetWithContext(ctx context.Context, key string) (*Lock, error) 
 
 func (c *Client) readOnlyLock(key string, item map[string]types.AttributeValue, readAt time.Time) (*Lock, error) {
 	if len(item) == 0 {
-		return newLockFromRecord(c, key, &lockRecord{}, time.Time{}, stateReadOnly), nil
+		return newReadOnlyLock(c, key, c.sortKey, &lockRecord{}, time.Time{}), nil
 	}
 	rec, err := c.schema.decodeItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
 	}
-	return newLockFromRecord(c, key, rec, readAt, stateReadOnly), nil
+	return newReadOnlyLock(c, key, c.sortKey, rec, readAt), nil
 }
 
 // Close releases every held lock, as CloseWithContext does with
@@ -337,51 +335,12 @@ func (c *Client) close(ctx context.Context) error {
 			defer func() { <-sem }()
 			if _, err := c.releaseLock(ctx, l, &releaseLockOptions{}); err != nil &&
 				!errors.Is(err, ErrLockAlreadyReleased) && !errors.Is(err, ErrLockLost) {
-				errs[i] = fmt.Errorf("dynamolock: close: release %q: %w", l.partitionKey, l.lose(ErrClientClosed, err))
+				l.lose(ErrClientClosed, err) // a lock Close could not release is not held any more
+				errs[i] = fmt.Errorf("dynamolock: close: release %q: %w", l.partitionKey, err)
 			}
 		})
 	}
 	wg.Wait()
 	errs = append(errs, c.sched.stop(ctx))
 	return errors.Join(errs...)
-}
-
-// observations remembers, per key, the record version number this client
-// last saw in another owner's item and when it first saw it. It lets
-// FailIfLocked take over a dead owner's lock across calls. Bounded: when
-// full, an arbitrary entry is dropped (it only delays a takeover).
-type observations struct {
-	mu sync.Mutex
-	m  map[string]observation
-}
-
-type observation struct {
-	rvn  string
-	seen time.Time
-}
-
-const maxObservations = 10000
-
-// observe records that key carried rvn at now and returns when this client
-// first saw that rvn on key.
-func (o *observations) observe(key, rvn string, now time.Time) time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if ob, ok := o.m[key]; ok && ob.rvn == rvn {
-		return ob.seen
-	}
-	if len(o.m) >= maxObservations {
-		for k := range o.m {
-			delete(o.m, k)
-			break
-		}
-	}
-	o.m[key] = observation{rvn: rvn, seen: now}
-	return now
-}
-
-func (o *observations) forget(key string) {
-	o.mu.Lock()
-	delete(o.m, key)
-	o.mu.Unlock()
 }

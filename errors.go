@@ -10,6 +10,8 @@ import (
 // package wrap one of these with more context.
 var (
 	// ErrClientClosed is returned by every method of a [Client] after Close.
+	// An acquisition that Close interrupts returns a *[LockNotGrantedError]
+	// wrapping it; match it with [errors.Is] either way.
 	ErrClientClosed = errors.New("dynamolock: client already closed")
 
 	// ErrLockAlreadyReleased is returned when an operation needs a held lock
@@ -50,6 +52,13 @@ var (
 	// ErrLockNotHeld is returned by [Lock.Err] for a read-only view of a
 	// lock (from [Client.Get]) or a nil lock: this client does not hold it.
 	ErrLockNotHeld = errors.New("dynamolock: lock not held by this client")
+
+	// ErrReleaseOutcomeUnknown is matched by the error of a release whose
+	// outcome is unknown: the request failed in a way that leaves open
+	// whether it landed (a network or server error). The lock is no longer
+	// held by this client either way; if the release did not land, the item
+	// stays held, unrenewed, until its lease runs out.
+	ErrReleaseOutcomeUnknown = errors.New("release outcome unknown")
 
 	// ErrTableNotFound is returned by [Client.AssertTableExists] when the
 	// lock table does not exist.
@@ -141,11 +150,17 @@ func (e *LockHeldError) Error() string {
 }
 
 // LockLostError reports that a held lock was lost. It matches [ErrLockLost]
-// and its Cause ([ErrLockTakenOver] or [ErrLeaseExpired]) with [errors.Is].
+// and its Cause with [errors.Is]. The Cause is one of:
+//   - [ErrLockTakenOver]: DynamoDB showed the item in another owner's hands,
+//     released or deleted;
+//   - [ErrLeaseExpired]: the lease ran out by this host's clock before a
+//     heartbeat renewed it;
+//   - [ErrClientClosed]: [Client.Close] could not release the lock (Err says
+//     why); the item stays held, unrenewed, until its lease runs out.
 type LockLostError struct {
 	Key   string
 	Owner string
-	Cause error // ErrLockTakenOver or ErrLeaseExpired
+	Cause error // ErrLockTakenOver, ErrLeaseExpired or ErrClientClosed
 	Err   error // the DynamoDB error that revealed it, if any
 }
 

@@ -24,11 +24,12 @@ const TTLMargin = 24 * time.Hour
 // ahead by more than d can take a live lock. Choose d larger than any skew
 // your clock synchronisation allows. Default: off (0).
 //
-// Clients without this option remove the attribute when they acquire, so a
-// stale expiry is never left behind for a fast takeover. Only writers that
-// acquire or renew the lock through this package keep it right: a tool that
-// rewrites a live lock item with its own UpdateItem (a new RVN, the old
-// leaseExpiresAt) leaves an expiry that lets a fast takeover in early.
+// The expiry is stored with the record version number it was written for
+// (attribute leaseExpiresAtRVN), and trusted only while the item still
+// carries that RVN: a foreign writer (Amazon's Java client, dynamolock v2,
+// any UpdateItem) that renews or takes the item with a new RVN and keeps the
+// old attributes leaves an expiry that is ignored. Releases and clients
+// without this option remove both attributes.
 func WithClockSkewBound(d time.Duration) ClientOption {
 	return func(c *Client) { c.clockSkewBound = d }
 }
@@ -48,38 +49,46 @@ func WithTTLAttribute(name string) ClientOption {
 }
 
 // expirySets returns the SET clauses for the absolute expiry and the TTL
-// attribute of a write made at now with lease, and registers their
-// placeholders with b. Without WithClockSkewBound it removes any stored
-// expiry instead (see removeStaleExpiry).
-func (c *Client) expirySets(b *exprBuilder, now time.Time, lease time.Duration) string {
+// attribute of a write of rvn first sent at sent with lease, and registers
+// their placeholders with b. The expiry is stored with the RVN it was
+// written for: a reader trusts it only while the item still carries that
+// RVN, so an expiry that a foreign writer left behind is never trusted.
+func (c *Client) expirySets(b *exprBuilder, sent time.Time, lease time.Duration, rvn string) string {
 	s := ""
 	if c.clockSkewBound > 0 {
 		s += ", " + b.name("#x", attrLeaseExpiresAt) + " = " +
-			b.value(":x", &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(lease).UnixMilli(), 10)})
+			b.value(":x", &types.AttributeValueMemberN{Value: strconv.FormatInt(sent.Add(lease).UnixMilli(), 10)}) +
+			", " + b.name("#xr", attrLeaseExpiresRVN) + " = " + b.value(":xr", attrS(rvn))
 	}
 	if c.ttlAttribute != "" {
 		s += ", " + b.name("#t", c.ttlAttribute) + " = " +
-			b.value(":t", &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(lease+TTLMargin).Unix(), 10)})
+			b.value(":t", &types.AttributeValueMemberN{Value: strconv.FormatInt(sent.Add(lease+TTLMargin).Unix(), 10)})
 	}
 	return s
 }
 
+// expiryAttrs names the stored expiry's attributes for a REMOVE clause.
+func expiryAttrs(b *exprBuilder) string {
+	return b.name("#x", attrLeaseExpiresAt) + ", " + b.name("#xr", attrLeaseExpiresRVN)
+}
+
 // removeStaleExpiry is the REMOVE clause an acquisition without
-// WithClockSkewBound adds, so that another client's fast takeover never
-// trusts an expiry its holder does not renew.
+// WithClockSkewBound adds, so that no stored expiry outlives the holder
+// that renewed it.
 func (c *Client) removeStaleExpiry(b *exprBuilder) string {
 	if c.clockSkewBound > 0 {
 		return ""
 	}
-	return ", " + b.name("#x", attrLeaseExpiresAt)
+	return ", " + expiryAttrs(b)
 }
 
 // staleByClockAt returns, as a time on this host's monotonic clock (now
 // being the present), when rec's stored expiry plus the skew bound passes by
-// this host's wall clock; ok is false without WithClockSkewBound or a
-// stored expiry.
+// this host's wall clock; ok is false without WithClockSkewBound, without a
+// stored expiry, or when the expiry was written for another RVN than the
+// item carries.
 func (c *Client) staleByClockAt(rec *lockRecord, now time.Time) (time.Time, bool) {
-	if c.clockSkewBound <= 0 || rec.leaseExpiresAt <= 0 {
+	if c.clockSkewBound <= 0 || rec.leaseExpiresAt <= 0 || rec.expiryRVN != rec.rvn {
 		return time.Time{}, false
 	}
 	wall := time.UnixMilli(rec.leaseExpiresAt).Add(c.clockSkewBound + time.Millisecond)

@@ -168,7 +168,7 @@ func FuzzDecodeItem(f *testing.F) {
 			}
 		}
 		// The record makes a usable read-only view.
-		l := newLockFromRecord(client, "k", rec, time.Now(), stateReadOnly)
+		l := newReadOnlyLock(client, "k", nil, rec, time.Now())
 		_ = l.IsExpired()
 		_ = l.TransactionCondition()
 		_ = l.AdditionalAttributes()

@@ -1,6 +1,7 @@
 package dynamolock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 )
 
 // SendHeartbeat renews lock, as SendHeartbeatWithContext does with
@@ -23,6 +23,11 @@ func (c *Client) SendHeartbeat(lock *Lock, opts ...SendHeartbeatOption) error {
 // owner and the lock's current record version number. If the condition
 // fails, the lock is lost: it is marked so ([Lock.Done] closes) and the
 // returned error matches [ErrLockLost].
+//
+// A heartbeat whose answer was lost (the write may have landed) is sent
+// again unchanged by the next heartbeat, so a plain retry succeeds. A
+// heartbeat with other options than that pending one writes a new record
+// version number.
 //
 // It returns [ErrReadOnlyLockHeartbeat] for a lock from [Client.Get] that
 // this client does not hold, [ErrLockAlreadyReleased] for a released lock,
@@ -52,7 +57,7 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 		return invalid("ReplaceHeartbeatData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be combined with DeleteData")
 	}
 	if o.data != nil {
-		if err := c.validateItemSize("ReplaceHeartbeatData", lock.partitionKey, o.data, lock.AdditionalAttributes()); err != nil {
+		if err := c.validateItemSize("ReplaceHeartbeatData", lock.partitionKey, lock.sortKey, o.data, lock.AdditionalAttributes()); err != nil {
 			return err
 		}
 	}
@@ -70,7 +75,7 @@ func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 		return ErrReadOnlyLockHeartbeat
 	}
 	l.mu.Lock()
-	left := time.Until(l.leaseEndLocked())
+	left := time.Until(l.leaseEnd)
 	lease := l.leaseDuration
 	l.mu.Unlock()
 	if left >= d {
@@ -79,20 +84,41 @@ func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 	return l.client.SendHeartbeatWithContext(ctx, l, WithLeaseDurationToEnsure(max(d, lease)))
 }
 
-// pendingWrite is a renewal whose answer never came: it may have landed.
-// Every retry writes the same RVN, and the lease counts from the first send.
-type pendingWrite struct {
-	rvn  string
-	sent time.Time
+// renewalState is what a holder knows of its writes whose answer never came
+// (the write may have landed, or may still land). Guarded by the lock's mu.
+type renewalState struct {
+	// maybe lists the RVNs those writes set, besides the lock's rvn: the
+	// item may carry any of them, so the next write's condition accepts
+	// them all, and no other. An RVN, once replaced, never comes back.
+	maybe []string
+	// pending is the latest such renewal: a retry resends exactly it (same
+	// RVN, lease, expiry and data), because an observer that saw its RVN
+	// times its lease from what that RVN was first written with.
+	pending *renewal
 }
 
-// heartbeat renews l, retrying as HeartbeatRetries says. It never holds
-// opMu while waiting between tries.
+// renewal is one heartbeat write, built once.
+type renewal struct {
+	rvn   string
+	sent  time.Time // first send: the lease counts from here
+	lease time.Duration
+	opts  sendHeartbeatOptions
+	input *dynamodb.UpdateItemInput
+}
+
+// sameWrite reports whether a heartbeat with lease and o would write what w
+// writes, so that resending w serves it.
+func (w *renewal) sameWrite(lease time.Duration, o *sendHeartbeatOptions) bool {
+	return w.lease == lease && w.opts.deleteData == o.deleteData && w.opts.matchOwnerOnly == o.matchOwnerOnly &&
+		(w.opts.data == nil) == (o.data == nil) && bytes.Equal(w.opts.data, o.data)
+}
+
+// heartbeat renews l, retrying as HeartbeatRetries says. It holds the lock's
+// write turn for one call at a time, never while waiting between tries.
 func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions) error {
 	for try := 0; ; try++ {
 		err := c.heartbeatOnce(ctx, l, o, false)
-		if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrInvalidArgument) ||
-			errors.Is(err, ErrReadOnlyLockHeartbeat) || errors.Is(err, ErrOwnerMismatched) || errors.Is(err, ErrLockAlreadyReleased) {
+		if err == nil || !isTransient(err) {
 			return err
 		}
 		if try >= o.retries || ctx.Err() != nil {
@@ -105,56 +131,63 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 }
 
 // heartbeatOnce sends one renewal of l: a fresh RVN and the lease,
-// conditioned on this owner and the RVN this holder knows (or the one a
-// renewal whose answer was lost may already have set). It holds opMu for
-// that one call only, so a release never waits for backoff sleeps.
+// conditioned on this owner and the RVNs the item may carry (see
+// renewalState), or the pending renewal again, unchanged.
 //
 // When the condition fails, the item that came back tells whether the lock
 // is still this acquisition's (same owner and fencing token: a guarded
 // refresh transaction moved the RVN), in which case the beat is sent again
 // against the RVN it found, or whether someone else has it.
 func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOptions, background bool) error {
-	l.opMu.Lock()
-	defer l.opMu.Unlock()
+	if l.readOnly || l.ctx == nil {
+		return ErrReadOnlyLockHeartbeat
+	}
+	if err := l.takeWrites(ctx); err != nil {
+		return fmt.Errorf("dynamolock: heartbeat of %q: waiting for the lock's previous write: %w", l.partitionKey, err)
+	}
+	defer l.giveWrites()
 	for adopt := 0; ; adopt++ {
-		l.mu.Lock()
 		now := time.Now()
-		switch {
-		case l.state == stateReadOnly:
-			l.mu.Unlock()
-			return ErrReadOnlyLockHeartbeat
-		case l.state != stateHeld:
-			err := l.err
-			l.mu.Unlock()
+		if err := l.endErr(now); err != nil {
+			if errors.Is(err, ErrLeaseExpired) {
+				return l.lose(ErrLeaseExpired, nil)
+			}
 			return err
-		case l.ownerName != c.ownerName || l.client != c:
+		}
+		l.mu.Lock()
+		if l.ownerName != c.ownerName || l.client != c {
 			l.mu.Unlock()
 			return fmt.Errorf("%w: lock %q is held by %q, this client is %q", ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
-		case !now.Before(l.leaseEndLocked()):
-			l.mu.Unlock()
-			return l.lose(ErrLeaseExpired, nil)
 		}
-		if l.pending == nil {
-			l.pending = &pendingWrite{rvn: newRVN(), sent: now}
-		}
-		p := *l.pending
-		id := l.identityLocked()
 		lease := l.leaseDuration
 		if o.leaseDurationToEnsure > 0 {
 			lease = o.leaseDurationToEnsure
 		}
+		w := l.renewal.pending
+		if w == nil || !w.sameWrite(lease, o) {
+			w = &renewal{rvn: newRVN(), sent: now, lease: lease, opts: *o}
+			w.input = c.heartbeatInput(l, w)
+			l.renewal.maybe = append(l.renewal.maybe, w.rvn)
+			l.renewal.pending = w
+			// Once sent, w may land: an observer that sees its RVN may take
+			// over w.lease later, so this holder's lease ends no later.
+			if end := w.sent.Add(w.lease); end.Before(l.leaseEnd) {
+				l.leaseEnd = end
+				defer c.sched.notify(l)
+			}
+		}
 		l.mu.Unlock()
 
-		_, err := c.db.UpdateItem(ctx, c.heartbeatInput(l, id, p, lease, o))
+		_, err := c.db.UpdateItem(ctx, w.input)
 		c.metrics.call(ctx, "UpdateItem")
 		if err == nil {
-			l.renewed(p.rvn, p.sent, lease, o)
+			l.renewed(w.rvn, w.sent, w.lease, &w.opts)
 			c.metrics.heartbeat(ctx, "ok")
 			return nil
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
-			if adopt < 2 && l.adoptMovedRVN(ccf.Item) {
+			if adopt < maxAdoptions && l.adoptMovedRVN(ccf.Item) {
 				continue
 			}
 			c.metrics.heartbeat(ctx, "lost")
@@ -174,43 +207,86 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 	}
 }
 
-func (c *Client) heartbeatInput(l *Lock, id identity, p pendingWrite, lease time.Duration, o *sendHeartbeatOptions) *dynamodb.UpdateItemInput {
+// heartbeatInput builds w's write. Called with l.mu held, before w joins
+// the renewal state.
+func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
-	update := "SET " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(p.rvn)) +
-		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease)))
-	if o.data != nil {
-		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: o.data})
+	update := "SET " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(w.rvn)) +
+		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(w.lease)))
+	if w.opts.data != nil {
+		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: w.opts.data})
 	}
-	update += c.expirySets(b, p.sent, lease)
-	if o.deleteData {
+	update += c.expirySets(b, w.sent, w.lease, w.rvn)
+	if w.opts.deleteData {
 		update += " REMOVE " + b.name("#d", attrData)
 	}
 	var cond string
-	if o.matchOwnerOnly {
-		cond = b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(id.owner)) +
-			" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
+	if w.opts.matchOwnerOnly {
+		cond = ownerCondition(b, l.ownerName)
 	} else {
-		cond = id.condition(b, p.rvn)
+		cond = l.conditionLocked(b, w.rvn)
 	}
 	return c.guardedUpdate(l.itemKey(), b, update, cond)
+}
+
+// conditionLocked holds while the item is still this acquisition's: same
+// owner, not released, and an RVN this holder wrote that nothing replaced
+// since (its rvn, a write whose answer was lost, or extra). Requiring these
+// exact RVNs keeps every renewal in one line, so an RVN can never come back
+// after another replaced it (an observer relies on that); a write that finds
+// the RVN moved by this holder's own guarded refresh adopts it
+// (adoptMovedRVN).
+func (l *Lock) conditionLocked(b *exprBuilder, extra string) string {
+	in := b.value(":cur", attrS(l.rvn))
+	for i, v := range l.renewal.maybe {
+		in += ", " + b.value(fmt.Sprintf(":m%d", i), attrS(v))
+	}
+	if extra != "" && !l.mayCarry(extra) {
+		in += ", " + b.value(":v", attrS(extra))
+	}
+	return ownerCondition(b, l.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
+}
+
+func (l *Lock) mayCarry(rvn string) bool {
+	for _, v := range l.renewal.maybe {
+		if v == rvn {
+			return true
+		}
+	}
+	return rvn == l.rvn
+}
+
+func ownerCondition(b *exprBuilder, owner string) string {
+	return b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(owner)) +
+		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
 }
 
 // renewed records a successful write of rvn first sent at sent: the lease
 // counts from then, so the holder never believes it lasts longer than an
 // observer of the new RVN does. A write sent before the latest one recorded
-// changes nothing but the RVN: the later write defines the lease.
+// changes nothing. A success that comes after the lease ran out by this
+// host's clock does not revive the lock: readers have been told it is lost.
 func (l *Lock) renewed(rvn string, sent time.Time, lease time.Duration, o *sendHeartbeatOptions) {
+	now := time.Now()
 	l.mu.Lock()
-	if l.state == stateHeld {
-		// Whatever was pending is settled: it landed, or this write replaced
-		// the RVN it expected. Never sending it again keeps an RVN from
-		// coming back after another replaced it.
-		l.pending = nil
-		if !sent.Before(l.lookupTime) {
-			l.rvn = rvn
-			l.lookupTime = sent
-			l.leaseDuration = lease
-		}
+	if l.ending {
+		l.mu.Unlock()
+		return
+	}
+	if !now.Before(l.leaseEnd) {
+		l.mu.Unlock()
+		l.lose(ErrLeaseExpired, nil)
+		return
+	}
+	if !sent.Before(l.lookupTime) {
+		// Every write this holder had outstanding either landed before this
+		// one or can no longer land: their conditions name RVNs that this
+		// write replaced.
+		l.renewal = renewalState{}
+		l.rvn = rvn
+		l.lookupTime = sent
+		l.leaseDuration = lease
+		l.leaseEnd = sent.Add(lease)
 		switch {
 		case o != nil && o.deleteData:
 			l.data = nil
@@ -224,8 +300,9 @@ func (l *Lock) renewed(rvn string, sent time.Time, lease time.Duration, o *sendH
 
 func (l *Lock) renewedLocally(now time.Time) {
 	l.mu.Lock()
-	if l.state == stateHeld {
+	if !l.ending {
 		l.lookupTime = now
+		l.leaseEnd = now.Add(l.leaseDuration)
 	}
 	l.mu.Unlock()
 	l.client.sched.notify(l)
@@ -236,69 +313,47 @@ func (l *Lock) renewedLocally(now time.Time) {
 // its RVN was moved by this holder's own guarded refresh: the lock takes
 // that RVN and the write can be sent again. Fencing tokens never repeat on a
 // key (see acquireInput), so owner and token identify one acquisition.
+// The lease this holder believes in is not extended: the refresh's own
+// callback does that when it hears of its success.
 func (l *Lock) adoptMovedRVN(item map[string]types.AttributeValue) bool {
-	if len(item) == 0 {
-		return false
-	}
-	rec, err := l.client.schema.decodeItem(item)
-	if err != nil || rec.released {
+	rec, ok := l.ownItem(item)
+	if !ok || rec.released {
 		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.state != stateHeld || l.fencingToken == 0 || rec.owner != l.ownerName || rec.fencingToken != l.fencingToken {
+	if l.ending {
 		return false
 	}
 	l.rvn = rec.rvn
-	l.pending = nil // the next write starts from the RVN found, with a fresh one
+	// Outstanding writes were conditioned on RVNs the item no longer has,
+	// and can no longer land.
+	l.renewal = renewalState{}
 	return true
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+// ownItem decodes item and reports whether it is this acquisition's: same
+// owner and fencing token (released or not).
+func (l *Lock) ownItem(item map[string]types.AttributeValue) (*lockRecord, bool) {
+	if len(item) == 0 {
+		return nil, false
 	}
+	rec, err := l.client.schema.decodeItem(item)
+	if err != nil {
+		return nil, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return rec, l.fencingToken != 0 && rec.owner == l.ownerName && rec.fencingToken == l.fencingToken
 }
 
-// httpStatus returns the HTTP status of a DynamoDB error, or 0.
-func httpStatus(err error) int {
-	var re interface{ HTTPStatusCode() int }
-	if errors.As(err, &re) {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
+// maxAdoptions bounds how often one write adopts an RVN that this holder's
+// own guarded refreshes keep moving, before it gives up.
+const maxAdoptions = 8
 
-// isTransient reports whether retrying err may succeed: network failures,
-// throttling and server errors. Condition failures, validation errors and a
-// missing table are not.
-func isTransient(err error) bool {
-	// A deadline inside err may be the HTTP client's or one attempt's, not
-	// the caller's: callers check their own context before retrying.
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
 	}
-	var ccf *types.ConditionalCheckFailedException
-	var rnf *types.ResourceNotFoundException
-	if errors.As(err, &ccf) || errors.As(err, &rnf) {
-		return false
-	}
-	if s := httpStatus(err); s >= 500 || s == 429 {
-		return true
-	}
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
-			"InternalServerError", "ServiceUnavailable", "TransactionInProgressException":
-			return true
-		}
-		return ae.ErrorFault() == smithy.FaultServer
-	}
-	return true // no API answer at all: a network error
+	return a
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -19,6 +21,8 @@ const (
 	attrIsReleased     = "isReleased"
 	attrFencingToken   = "fencingToken"
 	attrLeaseExpiresAt = "leaseExpiresAt" // epoch milliseconds, with WithClockSkewBound
+	// attrLeaseExpiresRVN is the RVN leaseExpiresAt was written with.
+	attrLeaseExpiresRVN = "leaseExpiresAtRVN"
 )
 
 // Limits DynamoDB enforces; checked locally so that bad input fails before
@@ -37,7 +41,8 @@ type lockRecord struct {
 	data           []byte
 	released       bool
 	fencingToken   uint64
-	leaseExpiresAt int64 // epoch ms; 0 when absent
+	leaseExpiresAt int64  // epoch ms; 0 when absent
+	expiryRVN      string // the RVN leaseExpiresAt was written for
 	additional     map[string]types.AttributeValue
 }
 
@@ -51,7 +56,7 @@ type schema struct {
 func (s schema) reserved(name string) bool {
 	switch name {
 	case s.partitionKeyName, attrOwnerName, attrLeaseDuration, attrRVN, attrData,
-		attrIsReleased, attrFencingToken, attrLeaseExpiresAt:
+		attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN:
 		return true
 	}
 	return name != "" && (name == s.sortKeyName || name == s.ttlAttribute)
@@ -92,6 +97,9 @@ func (s schema) decodeItem(item map[string]types.AttributeValue) (*lockRecord, e
 		return nil, err
 	}
 	r.leaseExpiresAt = int64(min(exp, math.MaxInt64))
+	if v, ok := item[attrLeaseExpiresRVN].(*types.AttributeValueMemberS); ok {
+		r.expiryRVN = v.Value
+	}
 	for name, v := range item {
 		if !s.reserved(name) {
 			if r.additional == nil {
@@ -246,4 +254,40 @@ func (b *exprBuilder) valuesOrNil() map[string]types.AttributeValue {
 		return nil
 	}
 	return b.values
+}
+
+// validateItemSize rejects data that would make the item larger than
+// DynamoDB's 400 KB limit, counting every attribute the lock writes.
+func (c *Client) validateItemSize(option, key string, sortKey *string, data []byte, additional map[string]types.AttributeValue) error {
+	item := c.itemKeyOf(key, sortKey)
+	for name, v := range additional {
+		item[name] = v
+	}
+	size := itemSize(item) + len(data) + len(attrData) +
+		len(attrOwnerName) + len(c.ownerName) +
+		len(attrLeaseDuration) + 24 + len(attrRVN) + 36 +
+		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
+		len(attrLeaseExpiresAt) + 12 + len(attrLeaseExpiresRVN) + 36 + len(c.ttlAttribute) + 12
+	if size > maxItemBytes {
+		if len(data) < size/2 {
+			option = "WithAdditionalAttributes"
+		}
+		return invalid(option, strconv.Itoa(len(data))+" bytes of data", "the lock item would be about %d bytes, over DynamoDB's %d-byte item limit", size, maxItemBytes)
+	}
+	return nil
+}
+
+// guardedUpdate is a conditional UpdateItem of a held lock's item that, on
+// failure, returns the item (so the caller can tell whether it is still this
+// acquisition's).
+func (c *Client) guardedUpdate(key map[string]types.AttributeValue, b *exprBuilder, update, cond string) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.tableName),
+		Key:                                 key,
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            b.names,
+		ExpressionAttributeValues:           b.values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
 }

@@ -39,21 +39,15 @@ func (c *Client) AllLocks(ctx context.Context) iter.Seq2[*Lock, error] {
 			return
 		}
 		in := &dynamodb.ScanInput{TableName: aws.String(c.tableName), ConsistentRead: aws.Bool(true)}
-		for {
+		c.paginate(func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+			in.ExclusiveStartKey = start
 			out, err := sc.Scan(ctx, in)
 			c.metrics.call(ctx, "Scan")
 			if err != nil {
-				yield(nil, fmt.Errorf("dynamolock: scan %q: %w", c.tableName, err))
-				return
+				return nil, nil, fmt.Errorf("dynamolock: scan %q: %w", c.tableName, err)
 			}
-			if !c.yieldItems(out.Items, yield) {
-				return
-			}
-			if len(out.LastEvaluatedKey) == 0 {
-				return
-			}
-			in.ExclusiveStartKey = out.LastEvaluatedKey
-		}
+			return out.Items, out.LastEvaluatedKey, nil
+		}, yield)
 	}
 }
 
@@ -83,21 +77,32 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 			ExpressionAttributeNames:  b.names,
 			ExpressionAttributeValues: b.values,
 		}
-		for {
+		c.paginate(func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+			in.ExclusiveStartKey = start
 			out, err := q.Query(ctx, in)
 			c.metrics.call(ctx, "Query")
 			if err != nil {
-				yield(nil, fmt.Errorf("dynamolock: query %q for key %q: %w", c.tableName, key, err))
-				return
+				return nil, nil, fmt.Errorf("dynamolock: query %q for key %q: %w", c.tableName, key, err)
 			}
-			if !c.yieldItems(out.Items, yield) {
-				return
-			}
-			if len(out.LastEvaluatedKey) == 0 {
-				return
-			}
-			in.ExclusiveStartKey = out.LastEvaluatedKey
+			return out.Items, out.LastEvaluatedKey, nil
+		}, yield)
+	}
+}
+
+// paginate yields the views of every page's items, fetching the next page
+// only when the loop asks for more, and stops after a failed page.
+func (c *Client) paginate(page func(start map[string]types.AttributeValue) (items []map[string]types.AttributeValue, next map[string]types.AttributeValue, err error), yield func(*Lock, error) bool) {
+	var start map[string]types.AttributeValue
+	for {
+		items, next, err := page(start)
+		if err != nil {
+			yield(nil, err)
+			return
 		}
+		if !c.yieldItems(items, yield) || len(next) == 0 {
+			return
+		}
+		start = next
 	}
 }
 
@@ -127,16 +132,12 @@ func (c *Client) viewOf(item map[string]types.AttributeValue, now time.Time) (*L
 		}
 		sk = &v.Value
 	}
-	if sk == nil || (c.sortKey != nil && *sk == *c.sortKey) {
-		if l := c.heldLock(c.registryKey(pk.Value)); l != nil {
-			return l, nil
-		}
+	if l := c.heldLock(registryKey(pk.Value, sk)); l != nil {
+		return l, nil
 	}
 	rec, err := c.schema.decodeItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", pk.Value, err)
 	}
-	l := newLockFromRecord(c, pk.Value, rec, now, stateReadOnly)
-	l.sortKey = sk
-	return l, nil
+	return newReadOnlyLock(c, pk.Value, sk, rec, now), nil
 }

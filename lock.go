@@ -10,15 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-type lockState uint8
-
-const (
-	stateReadOnly lockState = iota // a view from Get or a listing (or a zero Lock): never held
-	stateHeld                      // acquired by this client, renewed by heartbeats
-	stateReleased                  // released by this client
-	stateLost                      // taken over, deleted, or its lease ran out
-)
-
 // Lock is a lock acquired by a [Client], or a read-only view of a lock item
 // returned by [Client.Get]. Its methods are safe for concurrent use and on a
 // nil *Lock.
@@ -32,17 +23,19 @@ type Lock struct {
 	partitionKey string
 	sortKey      *string
 	regKey       string
+	readOnly     bool // a view from Get or a listing: never held
 
-	// opMu serializes this lock's writes (heartbeat, release) so that two of
-	// them never race on the record version number. It is held across the
-	// DynamoDB call; mu never is.
-	opMu sync.Mutex
+	// writes serializes this lock's writes (heartbeat, release) so that two
+	// of them never race on the record version number. It is a channel of
+	// capacity one, taken for the duration of one DynamoDB call, so that a
+	// writer waiting for it gives up when its context ends.
+	writes chan struct{}
 
 	mu              sync.Mutex
-	state           lockState
 	ownerName       string
-	rvn             string
-	lookupTime      time.Time
+	rvn             string    // the RVN this holder last knew to be in the item
+	lookupTime      time.Time // when the write that set rvn was first sent
+	leaseEnd        time.Time // when this holder's lease ends by its own clock (see bound)
 	leaseDuration   time.Duration
 	data            []byte
 	additional      map[string]types.AttributeValue
@@ -50,40 +43,58 @@ type Lock struct {
 	itemReleased    bool // the item carried isReleased (read-only views)
 	deleteOnRelease bool
 	monitor         *sessionMonitor
-	pending         *pendingWrite // a renewal whose answer was lost; retries reuse it
-	err             error         // why the lock ended; nil while held
+	renewal         renewalState // writes whose answer was lost
+	ending          bool         // end has been called
 
-	ctx    context.Context // cancelled, with the reason as cause, when the lock ends
+	// ctx is the one record of the lock's end: end cancels it once, with
+	// the reason (ErrLockAlreadyReleased or a *LockLostError) as its cause.
+	// Every reader derives its answer from it and from the lease on this
+	// host's clock; no reader changes it.
+	ctx    context.Context
 	cancel context.CancelCauseFunc
-
-	// Owned by the heartbeat scheduler goroutine.
-	sched schedState
 }
 
-func newLockFromRecord(c *Client, key string, rec *lockRecord, lookup time.Time, state lockState) *Lock {
-	l := &Lock{
+func newHeldLock(c *Client, key string, sortKey *string, rec *lockRecord, sent time.Time) *Lock {
+	l := newLock(c, key, sortKey, rec, sent)
+	l.writes = make(chan struct{}, 1)
+	l.leaseEnd = sent.Add(rec.lease)
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	return l
+}
+
+func newReadOnlyLock(c *Client, key string, sortKey *string, rec *lockRecord, readAt time.Time) *Lock {
+	l := newLock(c, key, sortKey, rec, readAt)
+	l.readOnly = true
+	if !readAt.IsZero() && !rec.released {
+		l.leaseEnd = readAt.Add(rec.lease)
+	}
+	l.ctx = endedContext
+	return l
+}
+
+func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Time) *Lock {
+	return &Lock{
 		client:        c,
 		partitionKey:  key,
-		sortKey:       c.sortKey,
-		regKey:        c.registryKey(key),
-		state:         state,
+		sortKey:       sortKey,
+		regKey:        registryKey(key, sortKey),
 		ownerName:     rec.owner,
 		rvn:           rec.rvn,
-		lookupTime:    lookup,
+		lookupTime:    at,
 		leaseDuration: rec.lease,
 		data:          rec.data,
 		additional:    rec.additional,
 		fencingToken:  rec.fencingToken,
 		itemReleased:  rec.released,
-		sched:         schedState{index: -1},
 	}
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
-	if state == stateReadOnly {
-		l.err = ErrLockNotHeld
-		l.cancel(ErrLockNotHeld)
-	}
-	return l
 }
+
+// endedContext is the record of every read-only view: never held.
+var endedContext = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrLockNotHeld)
+	return ctx
+}()
 
 // Data returns the data stored in the lock item. The slice must not be
 // modified.
@@ -178,88 +189,75 @@ func (l *Lock) IsReleased() bool {
 	if l == nil {
 		return true
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state == stateReleased || l.itemReleased
+	if l.readOnly || l.ctx == nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.itemReleased
+	}
+	return l.ctx.Err() != nil && context.Cause(l.ctx) == ErrLockAlreadyReleased
 }
 
 // IsExpired reports whether the lock can no longer be relied on: it was
-// released or lost, or its lease ran out (for a read-only view: the lease
-// counted from when it was read, or the item was released or absent).
+// released or lost, or its lease ran out by this host's clock (for a
+// read-only view: the lease counted from when it was read, or the item was
+// released or absent).
 func (l *Lock) IsExpired() bool {
-	if l == nil {
+	if l == nil || l.ctx == nil {
 		return true
 	}
-	now := time.Now()
-	l.loseIfLapsedAt(now)
-	l.mu.Lock()
-	expired := l.isExpiredLocked(now)
-	ended, reason := l.state == stateReleased || l.state == stateLost, l.err
-	l.mu.Unlock()
-	if ended {
-		l.cancel(reason) // another goroutine may be ending it: Done is closed before we answer
+	if l.readOnly {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.leaseEnd.IsZero() || !time.Now().Before(l.leaseEnd)
 	}
-	return expired
+	return l.endErr(time.Now()) != nil
 }
-
-func (l *Lock) isExpiredLocked(now time.Time) bool {
-	switch l.state {
-	case stateReleased, stateLost:
-		return true
-	case stateReadOnly:
-		if l.itemReleased || l.lookupTime.IsZero() {
-			return true
-		}
-	}
-	return now.Sub(l.lookupTime) >= l.leaseDuration
-}
-
-// leaseEndLocked is when this holder's lease runs out by its own clock.
-func (l *Lock) leaseEndLocked() time.Time { return l.lookupTime.Add(l.leaseDuration) }
 
 // Done returns a channel that is closed when the lock is released or lost.
 // For a read-only view or a nil lock it is already closed.
 //
-// A lease that has run out closes it at once, even before the heartbeat
-// scheduler gets to run: after a process pause, the first Done the holder
-// looks at is already closed.
+// A held lock whose lease has run out by this host's clock counts as lost at
+// once, even before the heartbeat scheduler records it: after a process
+// pause, the first Done the holder looks at is already closed.
 func (l *Lock) Done() <-chan struct{} {
 	if l == nil || l.ctx == nil {
 		return closedChan
 	}
-	l.loseIfLapsedAt(time.Now())
-	return l.ctx.Done()
-}
-
-// loseIfLapsedAt declares a held lock lost if its lease has run out by now,
-// so that IsExpired, Done and Err never disagree with the clock.
-func (l *Lock) loseIfLapsedAt(now time.Time) {
-	l.mu.Lock()
-	lapsed := l.state == stateHeld && !now.Before(l.leaseEndLocked())
-	l.mu.Unlock()
-	if lapsed {
-		l.lose(ErrLeaseExpired, nil)
+	if l.ctx.Err() == nil && l.lapsed(time.Now()) {
+		return closedChan
 	}
+	return l.ctx.Done()
 }
 
 // Err returns nil while the lock is held, [ErrLockAlreadyReleased] after it
 // was released, and a *[LockLostError] (matching [ErrLockLost]) after it was
-// lost. For a read-only view or a nil lock it returns [ErrLockNotHeld].
+// lost, including when its lease has run out by this host's clock. For a
+// read-only view or a nil lock it returns [ErrLockNotHeld].
 func (l *Lock) Err() error {
-	if l == nil {
+	if l == nil || l.ctx == nil {
 		return ErrLockNotHeld
 	}
-	l.loseIfLapsedAt(time.Now())
+	return l.endErr(time.Now())
+}
+
+// endErr is what every reader answers: the recorded end, or a loss by lapse
+// when the lease has run out by now but the scheduler has not yet recorded
+// it (it records the same cause).
+func (l *Lock) endErr(now time.Time) error {
+	if l.ctx.Err() != nil {
+		return context.Cause(l.ctx)
+	}
+	if l.lapsed(now) {
+		return l.lostError(ErrLeaseExpired, nil)
+	}
+	return nil
+}
+
+// lapsed reports whether the lease of a held lock has run out by now.
+func (l *Lock) lapsed(now time.Time) bool {
 	l.mu.Lock()
-	state, err := l.state, l.err
-	l.mu.Unlock()
-	switch state {
-	case stateReadOnly:
-		return ErrLockNotHeld
-	case stateReleased, stateLost:
-		l.cancel(err) // another goroutine may be ending it: Done is closed before we answer
-	}
-	return err
+	defer l.mu.Unlock()
+	return !now.Before(l.leaseEnd)
 }
 
 // Close releases the lock, as [Client.ReleaseLock] does.
@@ -280,71 +278,69 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// end moves a held lock to a final state once: it records why, closes Done,
-// and drops the lock from the client's registry and scheduler. It reports
-// whether this call ended the lock.
-func (l *Lock) end(state lockState, reason error) bool {
+// end records the end of a held lock, once: it drops the lock from the
+// client's registry (before Done closes: whoever wakes on Done and asks the
+// client again must not be handed this lock), then cancels the lock's
+// context with reason, which closes Done and fixes what Err answers. It
+// reports whether this call ended the lock.
+func (l *Lock) end(reason error) bool {
 	l.mu.Lock()
-	if l.state != stateHeld {
+	if l.readOnly || l.ending {
 		l.mu.Unlock()
 		return false
 	}
-	l.state = state
-	l.err = reason
+	l.ending = true
 	l.mu.Unlock()
-	// Leave the registry before Done closes: whoever wakes on Done and asks
-	// the client again must not be handed this lock.
-	if c := l.client; c != nil {
-		c.locks.CompareAndDelete(l.regKey, l)
-		c.sched.notify(l)
-	}
+	c := l.client
+	c.locks.CompareAndDelete(l.regKey, l)
 	l.cancel(reason)
+	c.sched.notify(l)
 	return true
 }
 
-// lose marks a held lock lost with cause ErrLockTakenOver, ErrLeaseExpired or
-// ErrClientClosed, and returns the loss error.
+// lose records the loss of a held lock and returns the lock's end error.
+// cause is ErrLockTakenOver, ErrLeaseExpired or ErrClientClosed; a lease
+// that has already run out by this host's clock is always reported as
+// ErrLeaseExpired, which is what every reader has been answering since.
 func (l *Lock) lose(cause, err error) error {
-	lost := &LockLostError{Key: l.partitionKey, Owner: l.OwnerName(), Cause: cause, Err: err}
-	if l.end(stateLost, lost) {
+	if l.lapsed(time.Now()) {
+		cause = ErrLeaseExpired
+	}
+	lost := l.lostError(cause, err)
+	if l.end(lost) {
 		l.log(slog.LevelWarn, "lock lost", slogErr(lost))
 		l.client.metrics.lost(cause)
 	}
-	return l.Err()
+	return context.Cause(l.ctx)
 }
 
-// identity is what a write of this holder expects to find in the item.
-type identity struct {
-	owner string
-	rvn   string
+func (l *Lock) lostError(cause, err error) *LockLostError {
+	return &LockLostError{Key: l.partitionKey, Owner: l.OwnerName(), Cause: cause, Err: err}
 }
 
-func (l *Lock) identityLocked() identity {
-	return identity{owner: l.ownerName, rvn: l.rvn}
+// held reports whether the lock is held and still within its lease.
+func (l *Lock) held() bool {
+	return !l.readOnly && l.ctx != nil && l.endErr(time.Now()) == nil
 }
 
-// condition holds while the item is still this acquisition's: same owner,
-// not released, and the RVN this holder last wrote, or newRVN, which a write
-// whose answer was lost may already have set. Requiring the exact RVN keeps
-// every renewal in one line, so an RVN can never come back after another
-// replaced it (an observer relies on that); a renewal that finds the RVN
-// moved by this holder's own guarded refresh adopts it (adoptMovedRVN).
-func (id identity) condition(b *exprBuilder, newRVN string) string {
-	cond := b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(id.owner)) +
-		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ") AND " + b.name("#v", attrRVN)
-	if newRVN == "" {
-		return cond + " = " + b.value(":cur", attrS(id.rvn))
+// takeWrites waits for this lock's write turn until ctx ends.
+func (l *Lock) takeWrites(ctx context.Context) error {
+	select {
+	case l.writes <- struct{}{}:
+		return nil
+	default:
 	}
-	return cond + " IN (" + b.value(":cur", attrS(id.rvn)) + ", " + b.value(":v", attrS(newRVN)) + ")"
+	select {
+	case l.writes <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
-// itemKey is the primary key of this lock's item (its own sort key value,
-// which for a listed view may differ from the client's).
+func (l *Lock) giveWrites() { <-l.writes }
+
+// itemKey is the primary key of this lock's item.
 func (l *Lock) itemKey() map[string]types.AttributeValue {
-	c := l.client
-	k := map[string]types.AttributeValue{c.partitionKeyName: attrS(l.partitionKey)}
-	if l.sortKey != nil {
-		k[c.sortKeyName] = attrS(*l.sortKey)
-	}
-	return k
+	return l.client.itemKeyOf(l.partitionKey, l.sortKey)
 }

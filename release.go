@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -23,13 +24,22 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // increasing), or a DeleteItem with [WithDeleteLock](true) or
 // [WithDeleteLockOnRelease].
 //
-// It returns (true, nil) when the lock was released. It returns false and
+// It returns (true, nil) when the lock was released, including when the
+// answer to the release was lost and a retry (the SDK's or this call's)
+// found the item already released by this acquisition. It returns false and
 // an error matching [ErrLockLost] when the lock was no longer this owner's
 // (taken over, or lost earlier); [ErrLockAlreadyReleased] when it was
 // released before; [ErrCannotReleaseNullLock] for a nil lock;
-// [ErrOwnerMismatched] for a lock of another owner. On any other error the
-// lock stays held and heartbeated, so the release can be retried;
-// [Client.Close] retries it.
+// [ErrOwnerMismatched] for a lock of another owner.
+//
+// When DynamoDB rejected the release (throttling, validation) or ctx ended
+// before it was sent, the lock stays held and heartbeated, and the release
+// can be retried; [Client.Close] retries it. When the outcome is unknown (the
+// request may have landed, or may still land: a network error, a server
+// error, ctx ending during the call), the lock ends here all the same, since
+// another client may already hold the item: Done closes, and the error
+// matches [ErrReleaseOutcomeUnknown]. If the release did not land, the item
+// stays held, unrenewed, until its lease runs out.
 func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ...ReleaseLockOption) (bool, error) {
 	if lock == nil {
 		return false, ErrCannotReleaseNullLock
@@ -44,37 +54,34 @@ func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ..
 		}
 	}
 	if o.data != nil {
-		if err := c.validateItemSize("WithDataAfterRelease", lock.partitionKey, o.data, lock.AdditionalAttributes()); err != nil {
+		if err := c.validateItemSize("WithDataAfterRelease", lock.partitionKey, lock.sortKey, o.data, lock.AdditionalAttributes()); err != nil {
 			return false, err
 		}
+	}
+	if lock.client == nil && lock.ctx == nil {
+		return false, ErrLockNotHeld // a zero Lock: nothing to release
+	}
+	if lock.readOnly {
+		return c.forceRelease(ctx, lock, o)
 	}
 	return c.releaseLock(ctx, lock, o)
 }
 
 func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions) (bool, error) {
-	l.opMu.Lock()
-	defer l.opMu.Unlock()
-
-	l.mu.Lock()
-	switch {
-	case l.state == stateReleased:
-		l.mu.Unlock()
-		return false, ErrLockAlreadyReleased
-	case l.state == stateLost:
-		err := l.err
-		l.mu.Unlock()
+	if err := c.checkOwner(l); err != nil {
 		return false, err
-	case l.ownerName != c.ownerName || l.client != c:
-		l.mu.Unlock()
-		return false, fmt.Errorf("%w: lock %q is held by %q through another client, this client is %q",
-			ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
-	case l.state == stateReadOnly && l.itemReleased:
-		l.mu.Unlock()
-		return false, ErrLockAlreadyReleased
+	}
+	if err := l.takeWrites(ctx); err != nil {
+		return false, fmt.Errorf("dynamolock: release %q: waiting for the lock's previous write: %w", l.partitionKey, err)
+	}
+	defer l.giveWrites()
+	if l.ctx.Err() != nil {
+		return false, context.Cause(l.ctx) // released or lost before; a lapsed lease is still released below
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err) // nothing sent: still held
 	}
 	deleteLock := l.deleteOnRelease
-	readOnly := l.state == stateReadOnly
-	l.mu.Unlock()
 	if o.deleteLock != nil {
 		deleteLock = *o.deleteLock
 	}
@@ -83,51 +90,88 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	for adopt := 0; ; adopt++ {
 		err = c.sendRelease(ctx, l, deleteLock, o.data)
 		var ccf *types.ConditionalCheckFailedException
-		if readOnly || !errors.As(err, &ccf) || adopt >= 2 || !l.adoptMovedRVN(ccf.Item) {
+		if !errors.As(err, &ccf) {
 			break
 		}
-	}
-	if readOnly {
-		// A view of our own owner's item (a force release): nothing local to end.
-		if err != nil {
-			return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err)
+		if l.releasedBefore(ccf.Item, deleteLock) {
+			err = nil // a first send whose answer was lost had released it
+			break
 		}
-		l.log(slog.LevelInfo, "lock released")
-		return true, nil
+		if adopt >= maxAdoptions || !l.adoptMovedRVN(ccf.Item) {
+			return false, l.lose(ErrLockTakenOver, err)
+		}
 	}
-	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
-	case errors.As(err, &ccf):
-		return false, l.lose(ErrLockTakenOver, err)
 	case o.bestEffort:
 		l.log(slog.LevelWarn, "best-effort release failed; the lock expires after its lease", slogErr(err))
-	default:
+	case surelyNotApplied(err):
 		return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err)
+	default:
+		// The release may have landed, or may still land: another client
+		// may hold the item now or soon. The lock must not look held.
+		l.end(ErrLockAlreadyReleased)
+		l.log(slog.LevelWarn, "release outcome unknown; the lock is no longer held here", slogErr(err))
+		return false, fmt.Errorf("dynamolock: release %q: %w: %w", l.partitionKey, ErrReleaseOutcomeUnknown, err)
 	}
 	if !deleteLock && o.data != nil {
 		l.mu.Lock()
 		l.data = o.data
 		l.mu.Unlock()
 	}
-	l.end(stateReleased, ErrLockAlreadyReleased)
+	l.end(ErrLockAlreadyReleased)
+	l.log(slog.LevelInfo, "lock released")
+	return true, nil
+}
+
+func (c *Client) checkOwner(l *Lock) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ownerName != c.ownerName || l.client != c {
+		return fmt.Errorf("%w: lock %q is held by %q through another client, this client is %q",
+			ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
+	}
+	return nil
+}
+
+// releasedBefore reports whether item, returned by a release's failed
+// condition, shows this acquisition already released: marked released and
+// still naming this owner and fencing token, or, for a delete, gone while
+// this holder's lease had not run out (no other client can have taken and
+// deleted it within the lease).
+func (l *Lock) releasedBefore(item map[string]types.AttributeValue, deleteLock bool) bool {
+	if len(item) == 0 {
+		return deleteLock && !l.lapsed(time.Now())
+	}
+	rec, ours := l.ownItem(item)
+	return ours && rec.released
+}
+
+// forceRelease releases the item a read-only view of this client's own owner
+// shows (a lock left behind by an earlier run with the same owner name).
+func (c *Client) forceRelease(ctx context.Context, l *Lock, o *releaseLockOptions) (bool, error) {
+	if err := c.checkOwner(l); err != nil {
+		return false, err
+	}
+	if l.IsReleased() {
+		return false, ErrLockAlreadyReleased
+	}
+	deleteLock := o.deleteLock != nil && *o.deleteLock
+	if err := c.sendRelease(ctx, l, deleteLock, o.data); err != nil {
+		return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err)
+	}
 	l.log(slog.LevelInfo, "lock released")
 	return true, nil
 }
 
 // sendRelease sends the one conditional write that releases l: conditioned
-// on this owner and the RVN it holds (or the one a heartbeat whose answer
-// was lost may have set).
+// on this owner and the RVNs the item may carry. It removes the stored
+// expiry, so that no later reader trusts it.
 func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data []byte) error {
-	l.mu.Lock()
-	id := l.identityLocked()
-	newRVN := ""
-	if l.pending != nil {
-		newRVN = l.pending.rvn
-	}
-	l.mu.Unlock()
 	b := newExprBuilder()
-	cond := id.condition(b, newRVN)
+	l.mu.Lock()
+	cond := l.conditionLocked(b, "")
+	l.mu.Unlock()
 	var err error
 	if deleteLock {
 		_, err = c.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
@@ -145,22 +189,8 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 	if data != nil {
 		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
 	}
+	update += " REMOVE " + expiryAttrs(b)
 	_, err = c.db.UpdateItem(ctx, c.guardedUpdate(l.itemKey(), b, update, cond))
 	c.metrics.call(ctx, "UpdateItem")
 	return err
-}
-
-// guardedUpdate is a conditional UpdateItem of a held lock's item that, on
-// failure, returns the item (so the caller can tell whether it is still this
-// acquisition's).
-func (c *Client) guardedUpdate(key map[string]types.AttributeValue, b *exprBuilder, update, cond string) *dynamodb.UpdateItemInput {
-	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.tableName),
-		Key:                                 key,
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
 }

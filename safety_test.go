@@ -124,11 +124,13 @@ func TestFastTakeoverWithClockSkewBound(t *testing.T) {
 	bound := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(lease), dynamolock.WithHeartbeatPeriod(time.Second),
 		dynamolock.WithClockSkewBound(100 * time.Millisecond)}
 
-	// A holder that died 3.2 s ago: its stored expiry is past by more than the bound.
+	// A holder that died 3.2 s ago: its stored expiry, written for the RVN
+	// the item still carries, is past by more than the bound.
 	expired := time.Now().Add(-200 * time.Millisecond).UnixMilli()
 	putRaw(t, db, table, map[string]types.AttributeValue{
 		"key": s("dead"), "ownerName": s("dead-host"), "leaseDuration": s("3s"), "recordVersionNumber": s("r"),
-		"leaseExpiresAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(expired, 10)},
+		"leaseExpiresAt":    &types.AttributeValueMemberN{Value: strconv.FormatInt(expired, 10)},
+		"leaseExpiresAtRVN": s("r"),
 	})
 	c := newClient(t, db, table, bound...)
 	start := time.Now()

@@ -3,18 +3,18 @@ package dynamolock
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 )
 
-// schedState is a lock's bookkeeping in the scheduler; only the scheduler
-// goroutine touches it.
-type schedState struct {
+// entry is the scheduler's bookkeeping for one held lock; only the
+// scheduler's loop goroutine touches it.
+type entry struct {
+	l       *Lock
 	index   int       // position in the wake heap; -1 when absent
-	wake    time.Time // next time the scheduler must look at the lock
+	wake    time.Time // next time the loop must look at the lock
 	beating bool      // a heartbeat is in flight
 	queued  bool      // due for a heartbeat, waiting for a free slot
 	due     time.Time // end of the lease when queued: the ready heap's order
@@ -24,14 +24,14 @@ type schedState struct {
 
 // beatResult is a finished heartbeat, reported to the loop.
 type beatResult struct {
-	l      *Lock
+	e      *entry
 	failed bool          // the write failed without losing the lock: retry with backoff
 	rtt    time.Duration // how long a successful beat took
 }
 
 // scheduler is the one goroutine per client that renews every held lock on
-// that lock's own schedule, fires session monitors, and declares a lock lost
-// the moment its lease runs out. Heartbeats run in at most
+// that lock's own schedule, fires session monitors, and records a lock's
+// loss the moment its lease runs out. Heartbeats run in at most
 // heartbeatConcurrency goroutines; beats that cannot start at once wait in
 // order of the end of their lease, so under overload the locks closest to
 // expiry are renewed first.
@@ -43,14 +43,16 @@ type scheduler struct {
 	started  bool
 	stopping bool
 
-	kick    chan struct{}   // wakes the loop; capacity 1
-	done    chan beatResult // finished beats; capacity heartbeatConcurrency
-	ctx     context.Context
-	cancel  context.CancelFunc
-	stopped chan struct{}  // closed when the loop returns
-	wg      sync.WaitGroup // beats and session-monitor callbacks
+	kick      chan struct{}   // wakes the loop; capacity 1
+	done      chan beatResult // finished beats; capacity heartbeatConcurrency
+	ctx       context.Context
+	cancel    context.CancelFunc
+	stopped   chan struct{}  // closed when the loop returns
+	beats     sync.WaitGroup // heartbeats in flight
+	callbacks sync.WaitGroup // running session-monitor callbacks
 
 	// Owned by the loop goroutine.
+	entries map[*Lock]*entry
 	wakes   wakeHeap
 	ready   readyHeap
 	slots   int
@@ -65,6 +67,7 @@ func newScheduler(c *Client) *scheduler {
 		done:    make(chan beatResult, c.heartbeatConcurrency),
 		stopped: make(chan struct{}),
 		slots:   c.heartbeatConcurrency,
+		entries: make(map[*Lock]*entry),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -90,8 +93,8 @@ func (s *scheduler) notify(l *Lock) {
 	}
 }
 
-// stop ends the loop and waits for in-flight heartbeats and running
-// session-monitor callbacks until ctx ends.
+// stop ends the loop, cancels in-flight heartbeats and waits for them, then
+// waits for running session-monitor callbacks until ctx ends.
 func (s *scheduler) stop(ctx context.Context) error {
 	s.mu.Lock()
 	s.stopping = true
@@ -101,11 +104,17 @@ func (s *scheduler) stop(ctx context.Context) error {
 	if started {
 		<-s.stopped
 	}
+	s.beats.Wait() // each beat ends with s.ctx, which is cancelled
 	idle := make(chan struct{})
 	go func() {
-		s.wg.Wait()
+		s.callbacks.Wait()
 		close(idle)
 	}()
+	select {
+	case <-idle:
+		return nil
+	default:
+	}
 	select {
 	case <-idle:
 		return nil
@@ -125,16 +134,16 @@ func (s *scheduler) loop() {
 		s.mu.Unlock()
 		now := time.Now()
 		for _, l := range pending {
-			s.update(l, now)
+			s.update(s.entryOf(l), now)
 		}
-		for len(s.wakes) > 0 && !s.wakes[0].sched.wake.After(now) {
+		for len(s.wakes) > 0 && !s.wakes[0].wake.After(now) {
 			s.fire(s.wakes[0], now)
 		}
 		s.dispatch(now)
 
 		wait := time.Hour
 		if len(s.wakes) > 0 {
-			wait = s.wakes[0].sched.wake.Sub(now)
+			wait = s.wakes[0].wake.Sub(now)
 		}
 		timer.Reset(wait)
 		select {
@@ -149,84 +158,100 @@ func (s *scheduler) loop() {
 	}
 }
 
-// update recomputes when the loop must next look at l.
-func (s *scheduler) update(l *Lock, now time.Time) {
+func (s *scheduler) entryOf(l *Lock) *entry {
+	e := s.entries[l]
+	if e == nil {
+		e = &entry{l: l, index: -1}
+		s.entries[l] = e
+	}
+	return e
+}
+
+// update recomputes when the loop must next look at e's lock, and forgets a
+// lock that ended (once no beat of it is in flight or queued).
+func (s *scheduler) update(e *entry, now time.Time) {
+	l := e.l
 	l.mu.Lock()
-	held := l.state == stateHeld
-	lookup, lease := l.lookupTime, l.leaseDuration
+	ended := l.ending
+	lookup, leaseEnd := l.lookupTime, l.leaseEnd
 	var monitorAt time.Time
 	if m := l.monitor; m != nil && !m.fired {
 		monitorAt = lookup.Add(m.safeTime)
 	}
 	l.mu.Unlock()
-	if !held {
-		if l.sched.index >= 0 && l.sched.index < len(s.wakes) && s.wakes[l.sched.index] == l {
-			heap.Remove(&s.wakes, l.sched.index)
+	if ended {
+		if e.index >= 0 {
+			heap.Remove(&s.wakes, e.index)
+		}
+		if !e.beating && !e.queued {
+			delete(s.entries, l)
 		}
 		return
 	}
-	wake := lookup.Add(lease)
+	wake := leaseEnd
 	if !monitorAt.IsZero() && monitorAt.Before(wake) {
 		wake = monitorAt
 	}
-	if t, ok := s.beatTime(l, lookup); ok && t.Before(wake) {
+	if t, ok := s.beatTime(e, lookup); ok && t.Before(wake) {
 		wake = t
 	}
-	l.sched.wake = wake
-	if l.sched.index >= 0 && l.sched.index < len(s.wakes) && s.wakes[l.sched.index] == l {
-		heap.Fix(&s.wakes, l.sched.index)
+	e.wake = wake
+	if e.index >= 0 {
+		heap.Fix(&s.wakes, e.index)
 	} else {
-		heap.Push(&s.wakes, l)
+		heap.Push(&s.wakes, e)
 	}
 }
 
-// fire handles l, which is due: loss at the end of the lease, the session
+// fire handles e, which is due: loss at the end of the lease, the session
 // monitor, or a heartbeat.
-func (s *scheduler) fire(l *Lock, now time.Time) {
+func (s *scheduler) fire(e *entry, now time.Time) {
+	l := e.l
 	l.mu.Lock()
-	held := l.state == stateHeld
-	expired := !now.Before(l.leaseEndLocked())
-	beatAt, beats := s.beatTime(l, l.lookupTime)
+	ended := l.ending
+	expired := !now.Before(l.leaseEnd)
+	beatAt, beats := s.beatTime(e, l.lookupTime)
 	beatDue := beats && !now.Before(beatAt)
 	var callback func()
-	if m := l.monitor; held && !expired && m != nil && !m.fired && !now.Before(l.lookupTime.Add(m.safeTime)) {
+	if m := l.monitor; !ended && !expired && m != nil && !m.fired && !now.Before(l.lookupTime.Add(m.safeTime)) {
 		m.fired = true
 		callback = m.callback
 	}
+	due := l.leaseEnd
 	l.mu.Unlock()
 	switch {
-	case !held:
+	case ended:
 	case expired:
 		// The lease ran out with no successful beat. Even if one is in
 		// flight, its late success could not make the lapsed time safe.
 		l.lose(ErrLeaseExpired, nil)
 	default:
 		if callback != nil {
-			s.wg.Go(callback)
+			s.callbacks.Go(callback)
 		}
 		if beatDue {
-			l.sched.queued = true
-			l.mu.Lock()
-			l.sched.due = l.leaseEndLocked()
-			l.mu.Unlock()
-			heap.Push(&s.ready, l)
+			e.queued = true
+			e.due = due
+			heap.Push(&s.ready, e)
 		}
 	}
-	s.update(l, now)
+	s.update(e, now)
 }
 
 // dispatch starts queued heartbeats while slots are free, earliest lease end
 // first, and reports a backlog.
 func (s *scheduler) dispatch(now time.Time) {
 	for s.slots > 0 && len(s.ready) > 0 {
-		l := heap.Pop(&s.ready).(*Lock)
-		l.sched.queued = false
+		e := heap.Pop(&s.ready).(*entry)
+		e.queued = false
+		l := e.l
 		l.mu.Lock()
-		held := l.state == stateHeld
+		ended := l.ending
 		due := l.lookupTime.Add(s.c.heartbeatPeriod)
-		left := l.leaseEndLocked().Sub(now)
+		left := l.leaseEnd.Sub(now)
 		l.mu.Unlock()
-		if !held {
+		if ended {
+			s.update(e, now)
 			continue
 		}
 		if len(s.ready) > 0 && s.rtt > 0 && left < 2*s.rtt {
@@ -235,15 +260,16 @@ func (s *scheduler) dispatch(now time.Time) {
 			// Sending it would only take capacity from locks that can
 			// still be saved, so the lock is declared lost now.
 			l.lose(ErrLeaseExpired, nil)
+			s.update(e, now)
 			continue
 		}
 		if now.Sub(due) > s.c.heartbeatPeriod {
 			s.c.metrics.lateBeat()
 		}
 		s.slots--
-		l.sched.beating = true
-		s.update(l, now)
-		s.wg.Go(func() { s.beat(l) })
+		e.beating = true
+		s.update(e, now)
+		s.beats.Go(func() { s.beat(e) })
 	}
 	s.c.metrics.setBacklog(len(s.ready))
 	if len(s.ready) > 0 && now.Sub(s.lastLog) > s.c.heartbeatPeriod {
@@ -253,14 +279,14 @@ func (s *scheduler) dispatch(now time.Time) {
 	}
 }
 
-// beatTime is when l's next heartbeat is due, if one should be scheduled:
+// beatTime is when e's next heartbeat is due, if one should be scheduled:
 // one period after its last renewal, or at the retry time after a failure.
-func (s *scheduler) beatTime(l *Lock, lookup time.Time) (time.Time, bool) {
-	if s.c.heartbeatPeriod <= 0 || l.sched.beating || l.sched.queued {
+func (s *scheduler) beatTime(e *entry, lookup time.Time) (time.Time, bool) {
+	if s.c.heartbeatPeriod <= 0 || e.beating || e.queued {
 		return time.Time{}, false
 	}
-	if !l.sched.retryAt.IsZero() {
-		return l.sched.retryAt, true
+	if !e.retryAt.IsZero() {
+		return e.retryAt, true
 	}
 	return lookup.Add(s.c.heartbeatPeriod), true
 }
@@ -269,8 +295,8 @@ func (s *scheduler) beatTime(l *Lock, lookup time.Time) (time.Time, bool) {
 // 5xx) is tried again after a backoff that doubles up to half a period;
 // it gives its slot back meanwhile, so failing locks never starve others.
 func (s *scheduler) finished(r beatResult, now time.Time) {
-	l := r.l
-	l.sched.beating = false
+	e := r.e
+	e.beating = false
 	if r.rtt > 0 {
 		if s.rtt == 0 {
 			s.rtt = r.rtt
@@ -279,68 +305,73 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 		}
 	}
 	if r.failed {
-		l.sched.backoff = min(max(2*l.sched.backoff, 25*time.Millisecond), max(s.c.heartbeatPeriod/2, 25*time.Millisecond))
-		l.sched.retryAt = now.Add(l.sched.backoff + jitter(l.sched.backoff))
+		e.backoff = min(max(2*e.backoff, 25*time.Millisecond), max(s.c.heartbeatPeriod/2, 25*time.Millisecond))
+		e.retryAt = now.Add(e.backoff + jitter(e.backoff, 100))
 	} else {
-		l.sched.backoff = 0
-		l.sched.retryAt = time.Time{}
+		e.backoff = 0
+		e.retryAt = time.Time{}
 	}
-	s.update(l, now)
+	s.update(e, now)
 }
 
-// beat sends one heartbeat attempt, bounded by the end of the lease.
-func (s *scheduler) beat(l *Lock) {
+// beat sends one heartbeat attempt, bounded by the end of the lease and by
+// the scheduler's life.
+func (s *scheduler) beat(e *entry) {
+	l := e.l
 	l.mu.Lock()
-	end := l.leaseEndLocked()
+	end := l.leaseEnd
 	l.mu.Unlock()
 	ctx, cancel := context.WithDeadline(s.ctx, end)
 	start := time.Now()
 	err := s.c.heartbeatOnce(ctx, l, &sendHeartbeatOptions{}, true)
-	r := beatResult{l: l, failed: err != nil && !errors.Is(err, ErrLockLost)}
+	r := beatResult{e: e, failed: err != nil && l.ctx.Err() == nil}
 	if err == nil {
 		r.rtt = time.Since(start)
 	}
 	cancel()
-	s.done <- r
+	select {
+	case s.done <- r:
+	case <-s.ctx.Done():
+	}
 }
 
-// wakeHeap orders locks by their next wake time.
-type wakeHeap []*Lock
+// wakeHeap orders entries by their next wake time.
+type wakeHeap []*entry
 
 func (h wakeHeap) Len() int           { return len(h) }
-func (h wakeHeap) Less(i, j int) bool { return h[i].sched.wake.Before(h[j].sched.wake) }
+func (h wakeHeap) Less(i, j int) bool { return h[i].wake.Before(h[j].wake) }
 func (h wakeHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].sched.index = i
-	h[j].sched.index = j
+	h[i].index = i
+	h[j].index = j
 }
 func (h *wakeHeap) Push(x any) {
-	l := x.(*Lock)
-	l.sched.index = len(*h)
-	*h = append(*h, l)
+	e := x.(*entry)
+	e.index = len(*h)
+	*h = append(*h, e)
 }
 func (h *wakeHeap) Pop() any {
 	old := *h
-	l := old[len(old)-1]
+	e := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	l.sched.index = -1
-	return l
+	e.index = -1
+	return e
 }
 
-// readyHeap orders locks due for a heartbeat by the end of their lease.
-type readyHeap []*Lock
+// readyHeap orders entries due for a heartbeat by the end of their lease.
+type readyHeap []*entry
 
 func (h readyHeap) Len() int { return len(h) }
 func (h readyHeap) Less(i, j int) bool {
-	return h[i].sched.due.Before(h[j].sched.due)
+	return h[i].due.Before(h[j].due)
 }
 func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *readyHeap) Push(x any)   { *h = append(*h, x.(*Lock)) }
+func (h *readyHeap) Push(x any)   { *h = append(*h, x.(*entry)) }
 func (h *readyHeap) Pop() any {
 	old := *h
-	l := old[len(old)-1]
+	e := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	return l
+	return e
 }

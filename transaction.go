@@ -1,6 +1,7 @@
 package dynamolock
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // returns a zero TransactWriteItem, which DynamoDB rejects, so the
 // transaction cannot commit.
 func (l *Lock) TransactionCondition() types.TransactWriteItem {
-	if l == nil || l.client == nil || l.readOnly() {
+	if l == nil || l.client == nil || l.readOnly {
 		return types.TransactWriteItem{}
 	}
 	c := l.client
@@ -45,12 +46,11 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 // guardCondition: this owner, this acquisition (fencing token, or the RVN
 // for an item without one), not released.
 func (l *Lock) guardCondition(b *exprBuilder) string {
-	cond := b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(l.ownerName)) +
-		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
+	cond := ownerCondition(b, l.ownerName)
 	if l.fencingToken > 0 {
 		return cond + " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken))
 	}
-	return cond + " AND " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(l.rvn))
+	return cond + " AND " + b.name("#v", attrRVN) + " = " + b.value(":cur", attrS(l.rvn))
 }
 
 // TransactionWithRefresh returns the check of [Lock.TransactionCondition]
@@ -58,8 +58,10 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // and the lease duration), plus a function to call with the result of your
 // TransactWriteItems call. That function records the renewal in the lock
 // when the transaction committed, and marks the lock lost when the
-// transaction was cancelled because this item's condition failed; it
-// returns its arguments unchanged.
+// transaction was cancelled because this lock's item no longer belongs to
+// this acquisition (confirmed with one consistent read of the item, since a
+// cancellation reason does not name its table); it returns its arguments
+// unchanged.
 //
 // It is safe while background heartbeats run: a heartbeat that finds the
 // record version number moved by this transaction recognises the
@@ -70,7 +72,7 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // call TransactionWithRefresh for each attempt. With background heartbeats
 // running, [Lock.TransactionCondition] alone is usually what you want.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
-	if l == nil || l.client == nil || l.readOnly() {
+	if l == nil || l.client == nil || l.readOnly {
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 			return out, err
 		}
@@ -78,19 +80,17 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	c := l.client
 	b := newExprBuilder()
 	rvn := newRVN()
-	// A heartbeat in flight has its RVN pending: the condition accepts it.
 	created := time.Now()
 	l.mu.Lock()
-	cond := l.guardCondition(b) + " AND " + b.name("#v", attrRVN) + " IN (" + b.value(":cur", attrS(l.rvn)) +
-		", " + b.value(":nv", attrS(rvn))
-	if l.pending != nil {
-		cond += ", " + b.value(":pv", attrS(l.pending.rvn))
+	// Heartbeats whose answer was lost may have moved the RVN: accept them.
+	cond := l.conditionLocked(b, rvn)
+	if l.fencingToken > 0 {
+		cond += " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken))
 	}
-	cond += ")"
 	lease := l.leaseDuration
 	l.mu.Unlock()
-	update := "SET #v = :nv, " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease))) +
-		c.expirySets(b, created, lease)
+	update := "SET #v = :v, " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease))) +
+		c.expirySets(b, created, lease, rvn)
 	item := types.TransactWriteItem{Update: &types.Update{
 		TableName:                           aws.String(c.tableName),
 		Key:                                 l.itemKey(),
@@ -107,24 +107,21 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 			return out, err
 		}
 		var tce *types.TransactionCanceledException
-		if errors.As(err, &tce) {
-			if item := l.cancelledHere(tce); item != nil && !l.adoptMovedRVN(item) {
-				l.lose(ErrLockTakenOver, err)
-			}
+		if errors.As(err, &tce) && l.mayBeCancelledHere(tce) {
+			l.checkStillOurs()
 		}
 		return out, err
 	}
 }
 
-// cancelledHere returns the item that came back with a cancellation reason
-// for this lock's condition, or nil when the transaction failed elsewhere.
-func (l *Lock) cancelledHere(tce *types.TransactionCanceledException) map[string]types.AttributeValue {
+// mayBeCancelledHere reports whether one of the cancellation reasons could
+// be this lock's item failing its condition: a ConditionalCheckFailed
+// reason whose item has this lock's key. Reasons do not name their table,
+// so an item of another table with the same key value looks the same.
+func (l *Lock) mayBeCancelledHere(tce *types.TransactionCanceledException) bool {
 	c := l.client
 	for _, r := range tce.CancellationReasons {
-		if aws.ToString(r.Code) != "ConditionalCheckFailed" {
-			continue
-		}
-		if len(r.Item) == 0 {
+		if aws.ToString(r.Code) != "ConditionalCheckFailed" || len(r.Item) == 0 {
 			continue
 		}
 		pk, _ := r.Item[c.partitionKeyName].(*types.AttributeValueMemberS)
@@ -137,13 +134,34 @@ func (l *Lock) cancelledHere(tce *types.TransactionCanceledException) map[string
 				continue
 			}
 		}
-		return r.Item
+		return true
 	}
-	return nil
+	return false
 }
 
-func (l *Lock) readOnly() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state == stateReadOnly
+// checkStillOurs reads the lock's item once (consistently) and marks the
+// lock lost when the item names another owner or fencing token, or is
+// released or gone. It adopts nothing: the read may be older than a
+// heartbeat that lands meanwhile, and heartbeats recognise this
+// acquisition's item themselves. A failed read decides nothing: the next
+// heartbeat will.
+func (l *Lock) checkStillOurs() {
+	c := l.client
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(c.tableName),
+		Key:            l.itemKey(),
+		ConsistentRead: aws.Bool(true),
+	})
+	c.metrics.call(ctx, "GetItem")
+	if err != nil {
+		return
+	}
+	if rec, ours := l.ownItem(out.Item); !ours || rec.released {
+		l.lose(ErrLockTakenOver, errors.New("dynamolock: a guarded transaction was cancelled and the lock item is no longer this acquisition's"))
+	}
 }
+
+// checkTimeout bounds the read that confirms a cancelled transaction's cause.
+const checkTimeout = 5 * time.Second

@@ -1,0 +1,100 @@
+package dynamolock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDecide covers every branch of the acquisition's decision, without
+// DynamoDB.
+func TestDecide(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const lease = 10 * time.Second
+	opts := &acquireLockOptions{refreshPeriod: time.Second, additionalTimeToWait: time.Second}
+	holder := func(owner, rvn string) *view {
+		return &view{known: true, rec: &lockRecord{owner: owner, rvn: rvn, lease: lease}, seen: t0}
+	}
+	netErr := errors.New("connection reset")
+	cases := []struct {
+		name     string
+		v        *view
+		now      time.Time
+		o        *acquireLockOptions
+		attempts map[string]attempt
+		clock    time.Time // stored expiry + bound, when set
+		want     decision
+		wantErr  string // substring of the error of a stepFail
+	}{
+		{name: "unknown item: read after a refresh period", v: &view{}, now: t0,
+			want: decision{step: stepRead, at: t0.Add(time.Second - 100*time.Millisecond)}},
+		{name: "unknown item after a transient failure, past the deadline: give up", v: &view{failed: netErr}, now: t0.Add(time.Minute),
+			want: decision{step: stepFail}, wantErr: "connection reset"},
+		{name: "no item: write", v: &view{known: true, absent: true}, now: t0, want: decision{step: stepWrite}},
+		{name: "no item, only if it exists: give up", v: &view{known: true, absent: true}, now: t0,
+			o:    &acquireLockOptions{refreshPeriod: time.Second, onlyIfLockAlreadyExist: true},
+			want: decision{step: stepFail}, wantErr: "WithAcquireOnlyIfLockAlreadyExists"},
+		{name: "undecodable item: treated as held, give up", v: &view{known: true, bad: &ItemFormatError{Attribute: "data", Reason: "not of type B"}}, now: t0,
+			want: decision{step: stepFail}, wantErr: `attribute "data"`},
+		{name: "released item: write", v: &view{known: true, rec: &lockRecord{owner: "other", rvn: "r1", released: true, lease: lease}}, now: t0,
+			want: decision{step: stepWrite}},
+		{name: "our own write landed, within its lease: adopt", v: holder("me", "mine"), now: t0.Add(time.Second),
+			attempts: map[string]attempt{"mine": {sent: t0, lease: lease}}, want: decision{step: stepAdopt}},
+		{name: "our own write landed, its lease over: take it anew", v: holder("me", "mine"), now: t0.Add(lease),
+			attempts: map[string]attempt{"mine": {sent: t0, lease: lease}}, want: decision{step: stepWrite, takeover: "mine"}},
+		{name: "our owner name, reentrant: take it", v: holder("me", "old"), now: t0,
+			o: &acquireLockOptions{refreshPeriod: time.Second, reentrant: true}, want: decision{step: stepWrite, takeover: "old"}},
+		{name: "our owner name, not reentrant: waits like for anyone", v: holder("me", "old"), now: t0,
+			want: decision{step: stepRead, at: t0.Add(900 * time.Millisecond)}},
+		{name: "our owner name, not reentrant, deadline: names WithReentrant", v: holder("me", "old"), now: t0.Add(5 * time.Second),
+			o:    &acquireLockOptions{refreshPeriod: time.Second, additionalTimeToWait: 0},
+			want: decision{step: stepFail}, wantErr: "WithReentrant"},
+		{name: "holder unchanged for its lease: take over", v: holder("other", "r1"), now: t0.Add(lease),
+			want: decision{step: stepWrite, takeover: "r1", stale: true}},
+		{name: "stored expiry plus bound passed: take over", v: holder("other", "r1"), now: t0.Add(2 * time.Second), clock: t0.Add(time.Second),
+			want: decision{step: stepWrite, takeover: "r1", stale: true}},
+		{name: "live holder, FailIfLocked: give up", v: holder("other", "r1"), now: t0,
+			o:    &acquireLockOptions{refreshPeriod: time.Second, failIfLocked: true},
+			want: decision{step: stepFail}, wantErr: `held by owner "other"`},
+		{name: "live holder past the deadline: time out", v: holder("other", "r1"), now: t0.Add(5 * time.Second),
+			o:    &acquireLockOptions{refreshPeriod: time.Second},
+			want: decision{step: stepFail}, wantErr: "gave up after waiting"},
+		{name: "live holder: poll after a refresh period less jitter", v: holder("other", "r1"), now: t0,
+			want: decision{step: stepRead, at: t0.Add(900 * time.Millisecond)}},
+		{name: "live holder about to be stale: wake when it is", v: holder("other", "r1"), now: t0.Add(lease - 200*time.Millisecond),
+			o:    &acquireLockOptions{refreshPeriod: time.Second, additionalTimeToWait: time.Minute},
+			want: decision{step: stepRead, at: t0.Add(lease)}},
+		{name: "live holder, deadline near: wake at the deadline", v: holder("other", "r1"), now: t0.Add(time.Second),
+			o:    &acquireLockOptions{refreshPeriod: 5 * time.Second, additionalTimeToWait: time.Second},
+			want: decision{step: stepRead, at: t0.Add(3 * time.Second)}},
+		{name: "poll failed but the last item is stale: take over", v: &view{known: true, rec: &lockRecord{owner: "other", rvn: "r1", lease: lease}, seen: t0, failed: netErr},
+			now: t0.Add(lease), want: decision{step: stepWrite, takeover: "r1", stale: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			if o == nil {
+				o = opts
+			}
+			in := decideInput{view: tc.v, now: tc.now, start: t0, key: "k", owner: "me", attempts: tc.attempts, o: o,
+				deadline: t0.Add(o.additionalTimeToWait + 2*time.Second), jitter: 100 * time.Millisecond,
+				staleByClock: tc.clock, hasClockExpiry: !tc.clock.IsZero()}
+			got := decide(in)
+			if tc.wantErr != "" {
+				if got.step != stepFail || got.err == nil || !strings.Contains(got.err.Error(), tc.wantErr) {
+					t.Fatalf("got %+v, want a failure containing %q", got, tc.wantErr)
+				}
+				var lng *LockNotGrantedError
+				if !errors.As(got.err, &lng) {
+					t.Fatalf("error %v is not a *LockNotGrantedError", got.err)
+				}
+				return
+			}
+			got.err = nil
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,65 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Do acquires key, runs fn while holding it, and releases it when fn
+// returns. The context given to fn is cancelled the moment the lock is lost,
+// with the *[LockLostError] as its cause ([context.Cause]). Do returns fn's
+// error joined with any release error; if the lock could not be acquired it
+// returns that error and does not call fn. The release is attempted even
+// when ctx has ended.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, lock *Lock) error, opts ...AcquireLockOption) (err error) {
+	if fn == nil {
+		return invalid("fn", nil, "must not be nil")
+	}
+	l, aerr := c.AcquireLockWithContext(ctx, key, opts...)
+	if aerr != nil {
+		return aerr
+	}
+	inner, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	fctx := lockContext{Context: inner, l: l, cancel: cancel}
+	// Release even if fn panics, so a recovered panic leaks no lock.
+	defer func() {
+		stop()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.leaseDuration, 5*time.Second))
+		defer rcancel()
+		_, rerr := c.releaseLock(rctx, l, &releaseLockOptions{})
+		if !errors.Is(rerr, ErrLockAlreadyReleased) { // fn may have released it itself
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return fn(fctx, l)
+}
+
+// lockContext is the context Do gives fn. Its Done and Err look at the
+// lock's lease first, like [Lock.Done], so that fn resumed after a pause
+// past the lease sees the loss on its first check, with the loss as the
+// cause, even before the goroutine that cancels the context has run.
+// Contexts derived from it learn of the loss a moment later.
+type lockContext struct {
+	context.Context
+	l      *Lock
+	cancel context.CancelCauseFunc
+}
+
+func (c lockContext) check() {
+	if err := c.l.Err(); err != nil {
+		c.cancel(err)
+	}
+}
+
+func (c lockContext) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+func (c lockContext) Err() error {
+	c.check()
+	return c.Context.Err()
+}

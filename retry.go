@@ -1,0 +1,119 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// isTransient reports whether retrying err may succeed: a network failure
+// (the request may or may not have reached DynamoDB), throttling or a server
+// error. Condition failures, validation errors, a missing table, the
+// caller's cancellation and every error this package makes itself (an item
+// it cannot decode, bad input, a lost lock) are not.
+func isTransient(err error) bool {
+	// A deadline inside err may be the HTTP client's or one attempt's, not
+	// the caller's: callers check their own context before retrying.
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ccf *types.ConditionalCheckFailedException
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &ccf) || errors.As(err, &rnf) {
+		return false
+	}
+	if s := httpStatus(err); s >= 500 || s == 429 {
+		return true
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+			"InternalServerError", "ServiceUnavailable", "TransactionInProgressException":
+			return true
+		}
+		return ae.ErrorFault() == smithy.FaultServer
+	}
+	// No answer from DynamoDB at all: a network error, unless the error is
+	// one of this package's own decisions.
+	return !ownError(err)
+}
+
+// ownError reports whether err was made by this package (bad input, an item
+// it cannot decode, a lock's state) rather than by the network.
+func ownError(err error) bool {
+	var inv *InvalidArgumentError
+	var format *ItemFormatError
+	var lost *LockLostError
+	var notGranted *LockNotGrantedError
+	if errors.As(err, &inv) || errors.As(err, &format) || errors.As(err, &lost) || errors.As(err, &notGranted) {
+		return true
+	}
+	for _, sentinel := range []error{ErrOwnerMismatched, ErrReadOnlyLockHeartbeat, ErrLockAlreadyReleased,
+		ErrLockNotHeld, ErrClientClosed, ErrUnsupportedOperation, ErrCannotReleaseNullLock} {
+		if errors.Is(err, sentinel) {
+			return true
+		}
+	}
+	return false
+}
+
+// surelyNotApplied reports whether a failed write certainly did not change
+// the item: DynamoDB answered and rejected it (a condition, validation or
+// throttling error). Any other failure leaves the outcome unknown: the
+// write may have landed, or may still land.
+func surelyNotApplied(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
+		return true
+	}
+	return ae.ErrorFault() == smithy.FaultClient
+}
+
+// httpStatus returns the HTTP status of a DynamoDB error, or 0.
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// sleepCtx waits d or until ctx ends, and reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// jitter returns a random duration in [0, d*percent/100).
+func jitter(d time.Duration, percent int) time.Duration {
+	span := d / 100 * time.Duration(percent)
+	if span < 1 {
+		return 0
+	}
+	return rand.N(span)
+}
+
+// satAdd adds two non-negative durations, saturating instead of
+// overflowing: "wait for ever" must not turn into "give up at once".
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
