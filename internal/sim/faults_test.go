@@ -103,7 +103,7 @@ var (
 // the call: a goroutine blocked on a sync.Mutex is not durably blocked, so
 // synctest would never advance time for the holder's timer and the bubble
 // would hang. They are delayed instead by failing at once and landing later.
-var delayAll = flag.Bool("sim.delayall", false, "delay every request in the call, including those the library sends under a sync.Mutex")
+var delayAll = flag.Bool("sim.delayall", true, "delay every request in the call; false for library versions that hold a sync.Mutex across a request")
 
 // mayBlock reports whether a request may wait on the virtual clock inside
 // the call (see delayAll).
@@ -126,6 +126,13 @@ func mayBlock(in any) bool {
 func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(context.Context) (*O, error)) (*O, error) {
 	healed := f.w.healed.Load()
 	mctx := context.WithValue(context.WithoutCancel(ctx), callerKey{}, f.name)
+	if id, ok := ctx.Value(acquireCallKey{}).(int); ok {
+		if u, ok := in.(*dynamodb.UpdateItemInput); ok && strings.HasPrefix(aws.ToString(u.UpdateExpression), "SET #r =") {
+			f.w.mu.Lock()
+			f.w.undoSent[id] = true // an acquisition releasing what it wrote
+			f.w.mu.Unlock()
+		}
+	}
 	ghost := func(d time.Duration, why string) {
 		f.w.ghosts.Go(func() {
 			time.Sleep(d)
