@@ -31,6 +31,7 @@ var (
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
 	flagAvoid    = flag.String("sim.avoid", "reentrant-mix,delete,undecodable,release-retry", "comma-separated operation mixes (or checks) to leave out, because they trigger open library defects (docs/SIMULATION.md): reentrant-mix, delete, undecodable, release-retry; empty for none")
+	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 20, "with -sim.seed: run the seed up to this many times until it shows a violation (see docs/SIMULATION.md on determinism)")
 	flagHang     = flag.Duration("sim.hang", 2*time.Minute, "wall time after which a seed that has not finished is reported as hung")
 )
@@ -79,7 +80,7 @@ func TestSimulation(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			if *flagBudget > 0 && time.Since(started) > *flagBudget {
+			if *flagBudget > 0 && time.Since(started) > *flagBudget || *flagFailFast && tot.violations.Load() > 0 {
 				t.SkipNow()
 			}
 			runSeed(t, seed, &tot)
