@@ -393,6 +393,7 @@ func TestDifferential(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	fixedShapes(ctx, d, plain, guarded)
 	d.check(t)
 	d.compareTables(t, plain, sorted_, guarded)
 	t.Logf("calls by operation and outcome: %v", d.calls)
@@ -403,9 +404,10 @@ type worker struct {
 	r     *rand.Rand
 	c     *dynamolock.Client
 	d     *tee
-	table string
-	data  string
-	held  []*dynamolock.Lock
+	table    string
+	data     string
+	held     []*dynamolock.Lock
+	released *dynamolock.Lock // the last lock this worker released
 }
 
 var keys = []string{"k0", "k1", "k2"}
@@ -458,7 +460,9 @@ func (w *worker) step(ctx context.Context) {
 		if r.IntN(5) == 0 {
 			opts = append(opts, dynamolock.WithBestEffort())
 		}
-		_, _ = w.c.ReleaseLockWithContext(ctx, l, opts...)
+		if ok, _ := w.c.ReleaseLockWithContext(ctx, l, opts...); ok {
+			w.released = l
+		}
 	case n < 10 && len(w.held) > 0: // manual heartbeat
 		l := w.pick()
 		var opts []dynamolock.SendHeartbeatOption
@@ -473,8 +477,13 @@ func (w *worker) step(ctx context.Context) {
 			opts = append(opts, dynamolock.UnsafeMatchOwnerOnly())
 		}
 		_ = w.c.SendHeartbeatWithContext(ctx, l, opts...)
-	case n < 12 && len(w.held) > 0: // guarded write
-		l := w.pick()
+	case n < 12 && (len(w.held) > 0 || w.released != nil): // guarded write
+		var l *dynamolock.Lock
+		if len(w.held) > 0 && (w.released == nil || r.IntN(4) > 0) {
+			l = w.pick()
+		} else {
+			l = w.released // a released lock: the transaction must be cancelled
+		}
 		put := types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(w.data),
 			Item: map[string]types.AttributeValue{
@@ -541,6 +550,28 @@ func (w *worker) foreign(ctx context.Context, key string) {
 		ExpressionAttributeNames:            map[string]string{"#k": attrKey, "#r": "isReleased"},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+}
+
+// fixedShapes sends failing conditional requests the random run may not
+// reach: a delete and a transaction whose conditions fail, with ALL_OLD.
+func fixedShapes(ctx context.Context, d *tee, plain, guarded string) {
+	s := func(v string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: v} }
+	for _, k := range append(keys, "counter", "absent") {
+		key := map[string]types.AttributeValue{attrKey: s(k)}
+		_, _ = d.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(plain), Key: key,
+			ConditionExpression: aws.String("#o = :o"), ExpressionAttributeNames: map[string]string{"#o": "ownerName"},
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":o": s("nobody")},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+		_, _ = d.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String(guarded), Item: map[string]types.AttributeValue{attrKey: s(k), "token": &types.AttributeValueMemberN{Value: "1"}}}},
+			{ConditionCheck: &types.ConditionCheck{TableName: aws.String(plain), Key: key,
+				ConditionExpression: aws.String("#o = :o"), ExpressionAttributeNames: map[string]string{"#o": "ownerName"},
+				ExpressionAttributeValues:           map[string]types.AttributeValue{":o": s("nobody")},
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
+			{ConditionCheck: &types.ConditionCheck{TableName: aws.String(plain), Key: map[string]types.AttributeValue{attrKey: s(k + "x")},
+				ConditionExpression: aws.String("attribute_not_exists(#k)"), ExpressionAttributeNames: map[string]string{"#k": attrKey}}},
+		}})
+	}
 }
 
 // invalidRequests sends requests both stores must reject the same way.

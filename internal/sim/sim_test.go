@@ -524,7 +524,12 @@ func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 				desc = append(desc, "replace data")
 			}
 			if r.IntN(2) == 0 {
+				// Half the time shorter than the lease: a renewal that
+				// shortens the lease is what observers must not misjudge.
 				d := 2*cl.hb + time.Duration(r.Int64N(int64(2*cl.lease)))
+				if r.IntN(2) == 0 && cl.lease > 2*cl.hb {
+					d = 2*cl.hb + time.Duration(r.Int64N(int64(cl.lease-2*cl.hb)))
+				}
 				opts = append(opts, dynamolock.WithLeaseDurationToEnsure(d))
 				desc = append(desc, "ensure "+d.Round(time.Millisecond).String())
 			}
