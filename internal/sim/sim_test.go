@@ -374,7 +374,10 @@ func (w *world) closeSlot(slot int, restart bool) {
 	}
 	if restart {
 		next := &simClient{lease: cl.lease, hb: cl.hb, opts: cl.opts, desc: cl.desc, reentrantOnly: cl.reentrantOnly,
-			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof, r: cl.db.r}}
+			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof}}
+		cl.db.mu.Lock()
+		next.db.r = rand.New(rand.NewPCG(cl.db.r.Uint64(), 2))
+		cl.db.mu.Unlock()
 		gen := 1
 		if i := strings.IndexByte(cl.name, '.'); i > 0 {
 			fmt.Sscanf(cl.name[i+1:], "%d", &gen)
