@@ -401,9 +401,9 @@ func TestDifferential(t *testing.T) {
 
 // worker is one lock client doing random operations.
 type worker struct {
-	r     *rand.Rand
-	c     *dynamolock.Client
-	d     *tee
+	r        *rand.Rand
+	c        *dynamolock.Client
+	d        *tee
 	table    string
 	data     string
 	held     []*dynamolock.Lock
