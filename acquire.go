@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -41,6 +42,7 @@ func (c *Client) AcquireLockWithContext(ctx context.Context, key string, opts ..
 	o := &acquireLockOptions{
 		refreshPeriod:        DefaultRefreshPeriod,
 		additionalTimeToWait: DefaultAdditionalTimeToWaitForLock,
+		refreshJitter:        -1,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -66,6 +68,25 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 	if o.additionalTimeToWait < 0 {
 		return invalid("WithAdditionalTimeToWaitForLock", o.additionalTimeToWait, "must not be negative")
 	}
+	switch {
+	case o.refreshJitter == -1:
+		o.refreshJitter = o.refreshPeriod / 10
+	case o.refreshJitter < 0 || o.refreshJitter > o.refreshPeriod:
+		return invalid("WithRefreshJitter", o.refreshJitter, "must lie between 0 and the refresh period %s", o.refreshPeriod)
+	}
+	switch {
+	case o.lease == 0:
+		o.lease = c.leaseDuration
+	case o.lease < 0:
+		return invalid("WithLockLease", o.lease, "must be positive")
+	case c.heartbeatPeriod > 0 && o.lease/2 < c.heartbeatPeriod:
+		return invalid("WithLockLease", o.lease, "must be at least twice the heartbeat period %s", c.heartbeatPeriod)
+	}
+	sk, err := c.resolveSortKey(o.sortKey)
+	if err != nil {
+		return err
+	}
+	o.sortKey = sk
 	for name := range o.additionalAttributes {
 		if name == "" {
 			return invalid("WithAdditionalAttributes", name, "attribute names must not be empty")
@@ -78,11 +99,28 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 		}
 	}
 	if m := o.sessionMonitor; m != nil {
-		if err := c.validateSessionMonitor(m); err != nil {
+		if err := c.validateSessionMonitor(m, o.lease); err != nil {
 			return err
 		}
 	}
-	return c.validateItemSize("WithData", key, c.sortKey, o.data, o.additionalAttributes)
+	return c.validateItemSize("WithData", key, o.sortKey, o.data, o.additionalAttributes)
+}
+
+// resolveSortKey returns the sort key value of a lock: v when given, else
+// the client's default; an error when the client has no sort key to give v
+// to, or has no default where v is missing, or v is not a valid value.
+func (c *Client) resolveSortKey(v *string) (*string, error) {
+	switch {
+	case v == nil && c.sortKeyName != "" && c.sortKey == nil:
+		return nil, invalid("WithSortKeyValue", "", "is required: the client's sort key %q has no default value (WithSortKey(%q, \"\"))", c.sortKeyName, c.sortKeyName)
+	case v == nil:
+		return c.sortKey, nil
+	case c.sortKeyName == "":
+		return nil, invalid("WithSortKeyValue", *v, "needs a client with a sort key: name it with WithSortKey")
+	case *v == "" || len(*v) > maxSortKeyBytes || !utf8.ValidString(*v):
+		return nil, invalid("WithSortKeyValue", *v, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)
+	}
+	return v, nil
 }
 
 // acquisition is the state of one AcquireLock call.
@@ -152,6 +190,9 @@ type decideInput struct {
 	staleByClock   time.Time
 	hasClockExpiry bool
 	jitter         time.Duration // taken off the next poll's wait
+	// inFlightHere: the item's RVN is being written by another acquisition
+	// of this client, whose answer has not come yet: not ours to take.
+	inFlightHere bool
 }
 
 // decide is the acquisition's one decision: from what is known of the item
@@ -183,7 +224,7 @@ func decide(in decideInput) decision {
 			}
 			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
 		}
-		if in.o.reentrant {
+		if in.o.reentrant && !in.inFlightHere {
 			return decision{step: stepWrite, takeover: rec.rvn} // Java's reentrant: an item naming our owner is ours to take
 		}
 	}
@@ -214,7 +255,7 @@ func heldByUs(holder, owner string) string {
 }
 
 func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions, start time.Time) (*Lock, error) {
-	a := &acquisition{c: c, key: key, sortKey: c.sortKey, o: o, start: start, attempts: make(map[string]attempt, 2)}
+	a := &acquisition{c: c, key: key, sortKey: o.sortKey, o: o, start: start, attempts: make(map[string]attempt, 2)}
 	a.regKey = registryKey(key, a.sortKey)
 	if o.reentrant {
 		// Reentrant acquisitions of one key take turns, so that concurrent
@@ -232,6 +273,9 @@ func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions,
 	l, err := a.run(ctx)
 	if err != nil {
 		a.undo(ctx)
+	}
+	for rvn := range a.attempts {
+		c.inflight.Delete(rvn)
 	}
 	return l, err
 }
@@ -252,7 +296,7 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 				return l, err
 			}
 		case stepRead:
-			if err := a.sleep(ctx, time.Until(next.at)); err != nil {
+			if err := a.sleep(ctx, time.Until(next.at), v); err != nil {
 				return nil, err
 			}
 			item, err := a.read(ctx)
@@ -265,9 +309,15 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 			return nil, next.err
 		}
 		in := decideInput{view: v, now: time.Now(), start: a.start, key: a.key, owner: c.ownerName, attempts: a.attempts, o: a.o,
-			deadline: a.deadlineFor(v), jitter: jitter(a.o.refreshPeriod, 10)}
+			deadline: a.deadlineFor(v), jitter: randomUpTo(a.o.refreshJitter)}
 		if v.rec != nil {
 			in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
+			if a.o.reentrant && v.rec.owner == c.ownerName {
+				if l := c.heldLock(a.regKey); l != nil {
+					return l, nil // another acquisition here got it meanwhile
+				}
+				_, in.inFlightHere = c.inflight.Load(v.rec.rvn)
+			}
 		}
 		next = decide(in)
 	}
@@ -281,7 +331,7 @@ func (a *acquisition) deadlineFor(v *view) time.Time {
 		return a.deadline
 	}
 	if v.rec == nil || v.rec.released {
-		return a.start.Add(satAdd(a.o.additionalTimeToWait, a.c.leaseDuration))
+		return a.start.Add(satAdd(a.o.additionalTimeToWait, a.o.lease))
 	}
 	a.deadline = a.start.Add(satAdd(a.o.additionalTimeToWait, v.rec.lease))
 	if !a.o.failIfLocked {
@@ -301,15 +351,24 @@ func (a *acquisition) write(ctx context.Context, takeover string, v *view) (*Loc
 	// wrote, nor later than any observer's.
 	sent := time.Now()
 	in := c.acquireInput(a.key, a.sortKey, a.o, rvn, takeover, sent)
-	at := attempt{sent: sent, lease: c.leaseDuration, unsure: true}
+	at := attempt{sent: sent, lease: a.o.lease, unsure: true}
 	a.attempts[rvn] = at
+	c.inflight.Store(rvn, struct{}{})
 	out, err := c.db.UpdateItem(ctx, in)
 	c.metrics.call(ctx, "UpdateItem")
+	err = c.classify(ctx, err)
 	if err == nil {
+		if !time.Now().Before(sent.Add(at.lease)) {
+			// The answer came after the lease it granted ran out (a pause):
+			// take the item anew rather than return a lock already lost.
+			return nil, a.learn(ctx, v, out.Attributes, nil)
+		}
 		return a.adopt(ctx, out.Attributes, at)
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) || surelyNotApplied(err) {
+	if errors.As(err, &ccf) && !carriesRVN(ccf.Item, rvn) || !errors.As(err, &ccf) && surelyNotApplied(err) {
+		// Rejected, and no earlier attempt of this call (an SDK retry) is
+		// in the item: it did not land.
 		at.unsure = false
 		a.attempts[rvn] = at
 	}
@@ -350,7 +409,7 @@ func (a *acquisition) failed(ctx context.Context, v *view, err error) error {
 	if ctx.Err() != nil {
 		return notGranted(errors.Join(ctx.Err(), err), "key %q: context done", a.key)
 	}
-	if a.o.failIfLocked || !isTransient(err) {
+	if a.o.failIfLocked || !isTransient(err) || unreachable(err, a.start) {
 		var lng *LockNotGrantedError
 		if errors.As(err, &lng) {
 			return err
@@ -368,12 +427,15 @@ func (a *acquisition) adopt(ctx context.Context, item map[string]types.Attribute
 	c := a.c
 	rec, err := c.schema.decodeItem(item)
 	if err != nil {
-		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; the write was undone", a.key)
+		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; it is released again", a.key)
 	}
 	l := newHeldLock(c, a.key, a.sortKey, rec, at.sent)
 	l.leaseEnd = at.sent.Add(at.lease)
 	l.deleteOnRelease = a.o.deleteLockOnRelease
 	l.monitor = a.o.sessionMonitor
+	for rvn := range a.attempts {
+		c.inflight.Delete(rvn)
+	}
 	clear(a.attempts) // the call succeeded: nothing to undo
 	if err := c.register(ctx, l); err != nil {
 		return nil, err
@@ -426,18 +488,31 @@ func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue
 		ConsistentRead: aws.Bool(true),
 	})
 	a.c.metrics.call(ctx, "GetItem")
-	if err != nil {
+	if err = a.c.classify(ctx, err); err != nil {
 		return nil, err
 	}
 	return out.Item, nil
 }
 
-// sleep waits d, or until ctx ends or the client closes.
-func (a *acquisition) sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d, or until ctx ends or the client closes. While the item is
+// held by this client's own owner, a release or loss of that lock here ends
+// the wait at once (same-process hand-over).
+func (a *acquisition) sleep(ctx context.Context, d time.Duration, v *view) error {
+	var woken <-chan struct{}
+	if v.rec != nil && v.rec.owner == a.c.ownerName && a.c.heldLock(a.regKey) != nil {
+		ch, unwatch := a.c.wakeups.watch(a.regKey)
+		defer unwatch()
+		woken = ch
+		if a.c.heldLock(a.regKey) == nil {
+			return nil // it ended between the read and the watch
+		}
+	}
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-woken:
 		return nil
 	case <-ctx.Done():
 		return notGranted(ctx.Err(), "key %q: context done while waiting", a.key)
@@ -454,7 +529,7 @@ func (a *acquisition) sleep(ctx context.Context, d time.Duration) error {
 func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, sent time.Time) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	set := "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(c.ownerName)) +
-		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(c.leaseDuration))) +
+		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(o.lease))) +
 		", " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(rvn))
 	remove := " REMOVE " + b.name("#r", attrIsReleased) + c.removeStaleExpiry(b)
 	switch {
@@ -478,7 +553,7 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 	// acquisitions of one key.
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
 		b.value(":base", attrN(uint64(sent.UnixMicro()))) + ") + " + b.value(":one", attrN(1))
-	set += c.expirySets(b, sent, c.leaseDuration, rvn)
+	set += c.expirySets(b, sent, o.lease, rvn)
 
 	cond := "attribute_not_exists(" + b.name("#pk", c.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
@@ -497,4 +572,11 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+}
+
+// carriesRVN reports whether item's record version number is rvn, whether
+// or not the rest of it can be decoded.
+func carriesRVN(item map[string]types.AttributeValue, rvn string) bool {
+	v, ok := item[attrRVN].(*types.AttributeValueMemberS)
+	return ok && v.Value == rvn
 }

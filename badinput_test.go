@@ -63,6 +63,7 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, closed.Close())
 	narrow := newClient(t, narrowDB{db}, table)
+	noDefaultSortKey := newClient(t, db, table, dynamolock.WithSortKey("sk", ""))
 	fresh := table + "_fresh" // CreateTable must not create it
 	t.Cleanup(func() {
 		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &fresh})
@@ -103,6 +104,9 @@ func TestBadInput(t *testing.T) {
 	createTable := func(cl *dynamolock.Client, name string, opts ...dynamolock.CreateTableOption) func() error {
 		return func() error { _, err := cl.CreateTableWithContext(ctx, name, opts...); return err }
 	}
+	createIfNotExists := func(cl *dynamolock.Client, name string, opts ...dynamolock.CreateTableOption) func() error {
+		return func() error { _, err := cl.CreateTableIfNotExistsWithContext(ctx, name, opts...); return err }
+	}
 	listed := func(seq func(func(*dynamolock.Lock, error) bool)) func() error {
 		return func() error {
 			for _, err := range seq {
@@ -126,7 +130,13 @@ func TestBadInput(t *testing.T) {
 		{"New: empty partition key name", newErr(db, table, dynamolock.WithPartitionKeyName("")), inv, "WithPartitionKeyName"},
 		{"New: empty sort key name", newErr(db, table, dynamolock.WithSortKey("", "v")), inv, "WithSortKey"},
 		{"New: sort key named like the partition key", newErr(db, table, dynamolock.WithSortKey("key", "v")), inv, "WithSortKey"},
-		{"New: empty sort key value", newErr(db, table, dynamolock.WithSortKey("sk", "")), inv, "WithSortKey"},
+		{"AcquireLock: no sort key value where the client has no default", func() error {
+			_, err := noDefaultSortKey.AcquireLockWithContext(ctx, "k")
+			return err
+		}, inv, "WithSortKeyValue"},
+		{"AcquireLock: empty sort key value", acquire("k", dynamolock.WithSortKeyValue("")), inv, "WithSortKeyValue"},
+		{"AcquireLock: sort key value on a client without a sort key", acquire("k", dynamolock.WithSortKeyValue("v")), inv, "WithSortKeyValue"},
+		{"AcquireLock: lease under twice the heartbeat period", acquire("k", dynamolock.WithLockLease(time.Millisecond)), inv, "WithLockLease"},
 		{"New: sort key value over 1024 bytes", newErr(db, table, dynamolock.WithSortKey("sk", strings.Repeat("v", 1025))), inv, "WithSortKey"},
 		{"New: zero lease", newErr(db, table, dynamolock.WithLeaseDuration(0)), inv, "WithLeaseDuration"},
 		{"New: negative lease", newErr(db, table, dynamolock.WithLeaseDuration(-time.Second)), inv, "WithLeaseDuration"},
@@ -151,8 +161,6 @@ func TestBadInput(t *testing.T) {
 		{"AcquireLock: data over 400 KB", acquire("k", dynamolock.WithData(big)), inv, "WithData"},
 		{"AcquireLock: additional attribute with an empty name", acquire("k", attr("", s("x"))), inv, "WithAdditionalAttributes"},
 		{"AcquireLock: additional attribute with a nil value", acquire("k", attr("a", nil)), inv, `"a"`},
-		{"AcquireLock: session monitor safe time equal to the lease", acquire("k", dynamolock.WithSessionMonitor(time.Second, nil)), inv, "WithSessionMonitor"},
-		{"AcquireLock: session monitor safe time under the heartbeat", acquire("k", dynamolock.WithSessionMonitor(100*time.Millisecond, nil)), inv, "WithSessionMonitor"},
 		{"AcquireLock: session monitor safe time zero", acquire("k", dynamolock.WithSessionMonitor(0, nil)), inv, "WithSessionMonitor"},
 		{"AcquireLock: session monitor safe time negative", acquire("k", dynamolock.WithSessionMonitor(-time.Second, nil)), inv, "WithSessionMonitor"},
 		{"AcquireLock: closed client", func() error { _, err := closed.AcquireLockWithContext(ctx, "k"); return err }, dynamolock.ErrClientClosed, ""},
@@ -216,6 +224,14 @@ func TestBadInput(t *testing.T) {
 		{"CreateTable: nil provisioned throughput", createTable(c, fresh, dynamolock.WithProvisionedThroughput(nil)), inv, "WithProvisionedThroughput"},
 		{"CreateTable: TTL with a client without UpdateTimeToLive", createTable(narrow, fresh, dynamolock.WithTimeToLive("ttl")), dynamolock.ErrUnsupportedOperation, "UpdateTimeToLive"},
 		{"CreateTable: closed client", createTable(closed, fresh), dynamolock.ErrClientClosed, ""},
+		{"CreateTableIfNotExists: bad table name", createIfNotExists(c, "no/slashes"), inv, `"no/slashes"`},
+		{"CreateTableIfNotExists: sort key named like the partition key", createIfNotExists(c, fresh, dynamolock.WithSortKeyName("key")), inv, "WithSortKeyName"},
+		{"CreateTableIfNotExists: client without DescribeTable", createIfNotExists(narrow, fresh), dynamolock.ErrUnsupportedOperation, "DescribeTable"},
+		{"CreateTableIfNotExists: TTL with a client without UpdateTimeToLive", createIfNotExists(narrow, fresh, dynamolock.WithTimeToLive("ttl")), dynamolock.ErrUnsupportedOperation, "UpdateTimeToLive"},
+		{"CreateTableIfNotExists: closed client", createIfNotExists(closed, fresh), dynamolock.ErrClientClosed, ""},
+		{"CreateTable: TTL on the partition key", createTable(c, fresh, dynamolock.WithTimeToLive("key")), inv, "WithTimeToLive"},
+		{"CreateTable: TTL on the sort key", createTable(c, fresh, dynamolock.WithSortKeyName("sk"), dynamolock.WithTimeToLive("sk")), inv, `"sk"`},
+		{"CreateTableIfNotExists: TTL on ownerName", createIfNotExists(c, fresh, dynamolock.WithTimeToLive("ownerName")), inv, "WithTimeToLive"},
 	}...)
 
 	// Gaps this table found: bad input that is accepted, reaches DynamoDB,
@@ -239,6 +255,7 @@ func TestBadInput(t *testing.T) {
 			badInput{"New: partition key named " + name, newErr(db, table, dynamolock.WithPartitionKeyName(name)), inv, name},
 			badInput{"New: sort key named " + name, newErr(db, table, dynamolock.WithSortKey(name, "v")), inv, name},
 			badInput{"CreateTable: partition key named " + name, createTable(c, fresh, dynamolock.WithCustomPartitionKeyName(name)), inv, name},
+			badInput{"CreateTable: TTL attribute " + name, createTable(c, fresh, dynamolock.WithTimeToLive(name)), inv, "WithTimeToLive"},
 		)
 	}
 

@@ -16,8 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/gofrs/uuid/v5"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/arielsrv/dynamolock/v2/internal/uuid"
 )
 
 // DynamoDBClient is the part of the DynamoDB API the lock client needs, with
@@ -42,7 +43,9 @@ type Client struct {
 
 	partitionKeyName             string
 	sortKeyName                  string
-	sortKey                      *string
+	sortKey                      *string // the default sort key value; nil: none
+	sortKeyDeclared              bool    // WithSortKey was given
+	maxObservations              int
 	ownerName                    string
 	leaseDuration                time.Duration
 	heartbeatPeriod              time.Duration
@@ -57,6 +60,8 @@ type Client struct {
 
 	locks        sync.Map // registry key → *Lock, the locks this client holds
 	reentrant    keyGates // reentrant acquisitions of one key take turns
+	wakeups      wakeups  // acquisitions waiting for a key this client holds
+	inflight     sync.Map // RVN → struct{}: acquiring writes sent, not yet answered or given up
 	observations observations
 	sched        *scheduler
 
@@ -80,6 +85,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		leaseDuration:        DefaultLeaseDuration,
 		heartbeatPeriod:      DefaultHeartbeatPeriod,
 		heartbeatConcurrency: DefaultHeartbeatConcurrency,
+		maxObservations:      DefaultMaxLockObservationCacheSize,
 		closing:              make(chan struct{}),
 	}
 	for _, opt := range opts {
@@ -106,6 +112,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 	}
 	c.schema = schema{partitionKeyName: c.partitionKeyName, sortKeyName: c.sortKeyName, ttlAttribute: c.ttlAttribute}
 	c.observations.m = make(map[string]observation)
+	c.observations.max = c.maxObservations
 	c.sched = newScheduler(c)
 	return c, nil
 }
@@ -118,17 +125,19 @@ func (c *Client) validate() error {
 		return invalid("table name", c.tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
 	case c.partitionKeyName == "":
 		return invalid("WithPartitionKeyName", c.partitionKeyName, "must not be empty")
-	case c.sortKey != nil && c.sortKeyName == "":
+	case c.sortKeyDeclared && c.sortKeyName == "":
 		return invalid("WithSortKey name", c.sortKeyName, "must not be empty")
-	case c.sortKey != nil && c.sortKeyName == c.partitionKeyName:
+	case c.sortKeyDeclared && c.sortKeyName == c.partitionKeyName:
 		return invalid("WithSortKey name", c.sortKeyName, "must differ from the partition key name")
-	case c.sortKey != nil && (*c.sortKey == "" || len(*c.sortKey) > maxSortKeyBytes || !utf8.ValidString(*c.sortKey)):
+	case c.sortKey != nil && (len(*c.sortKey) > maxSortKeyBytes || !utf8.ValidString(*c.sortKey)):
 		return invalid("WithSortKey value", *c.sortKey, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)
+	case c.maxObservations < 1 || c.maxObservations > 10_000_000:
+		return invalid("WithMaxLockObservationCacheSize", c.maxObservations, "must be between 1 and 10000000")
 	case !utf8.ValidString(c.ownerName):
 		return invalid("WithOwnerName", c.ownerName, "must be valid UTF-8")
 	case lockAttribute(c.partitionKeyName):
 		return invalid("WithPartitionKeyName", c.partitionKeyName, "is an attribute the lock itself uses")
-	case c.sortKey != nil && lockAttribute(c.sortKeyName):
+	case c.sortKeyDeclared && lockAttribute(c.sortKeyName):
 		return invalid("WithSortKey name", c.sortKeyName, "is an attribute the lock itself uses")
 	case c.leaseDuration <= 0:
 		return invalid("WithLeaseDuration", c.leaseDuration, "must be positive")
@@ -179,10 +188,10 @@ func isNil(v any) bool {
 
 func defaultOwnerName() string {
 	host, _ := os.Hostname()
-	return host + uuid.Must(uuid.NewV4()).String()
+	return host + uuid.New()
 }
 
-func newRVN() string { return uuid.Must(uuid.NewV4()).String() }
+func newRVN() string { return uuid.New() }
 
 // OwnerName returns the owner name this client writes into its locks.
 func (c *Client) OwnerName() string { return c.ownerName }
@@ -245,12 +254,19 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		_, _ = c.releaseLock(context.WithoutCancel(ctx), l, &releaseLockOptions{})
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		_, _ = c.releaseLock(rctx, l, &releaseLockOptions{})
+		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
-	c.locks.Store(l.regKey, l)
+	prev, replaced := c.locks.Swap(l.regKey, l)
 	c.sched.notify(l)
 	c.mu.RUnlock()
+	if replaced && prev != l {
+		// l's write replaced the item prev held: prev is lost, and must not
+		// stay behind the registry's back.
+		prev.(*Lock).lose(ErrLockTakenOver, nil)
+	}
 	return nil
 }
 
@@ -263,38 +279,70 @@ func (c *Client) Get(key string) (*Lock, error) {
 // GetWithContext returns the lock this client holds for key, or else a
 // read-only view of the stored item read with one consistent GetItem. When
 // no item exists it returns an empty read-only lock (IsExpired is true,
-// OwnerName is "") and a nil error, as dynamolock v2 does.
+// OwnerName is "") and a nil error, as dynamolock v2 does. On a table with
+// a sort key it reads the client's default sort key value; see
+// [Client.GetWithSortKeyWithContext].
 func (c *Client) GetWithContext(ctx context.Context, key string) (*Lock, error) {
+	return c.get(ctx, key, nil)
+}
+
+// GetWithSortKey returns the lock for (key, sortKey), as
+// GetWithSortKeyWithContext does with context.Background().
+func (c *Client) GetWithSortKey(key, sortKey string) (*Lock, error) {
+	return c.GetWithSortKeyWithContext(context.Background(), key, sortKey)
+}
+
+// GetWithSortKeyWithContext returns the lock this client holds for key
+// under sort key value sortKey, or else a read-only view of that item, as
+// [Client.GetWithContext] does (Amazon's Java client's getLock(key,
+// sortKey)). The client must name a sort key with [WithSortKey].
+func (c *Client) GetWithSortKeyWithContext(ctx context.Context, key, sortKey string) (*Lock, error) {
+	return c.get(ctx, key, &sortKey)
+}
+
+func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, error) {
 	if c.isClosed() {
 		return nil, ErrClientClosed
 	}
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	if l := c.heldLock(registryKey(key, c.sortKey)); l != nil {
+	sk, err := c.resolveSortKey(sortKey)
+	if err != nil {
+		return nil, err
+	}
+	if l := c.heldLock(registryKey(key, sk)); l != nil {
 		return l, nil
 	}
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(c.tableName),
-		Key:            c.itemKeyOf(key, c.sortKey),
+		Key:            c.itemKeyOf(key, sk),
 		ConsistentRead: aws.Bool(true),
 	})
 	c.metrics.call(ctx, "GetItem")
-	if err != nil {
+	if err = c.classify(ctx, err); err != nil {
 		return nil, fmt.Errorf("dynamolock: get %q: %w", key, err)
 	}
-	return c.readOnlyLock(key, out.Item, time.Now())
-}
-
-func (c *Client) readOnlyLock(key string, item map[string]types.AttributeValue, readAt time.Time) (*Lock, error) {
-	if len(item) == 0 {
-		return newReadOnlyLock(c, key, c.sortKey, &lockRecord{}, time.Time{}), nil
+	if len(out.Item) == 0 {
+		return newReadOnlyLock(c, key, sk, &lockRecord{}, time.Time{}), nil
 	}
-	rec, err := c.schema.decodeItem(item)
+	rec, err := c.schema.decodeItem(out.Item)
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
 	}
-	return newReadOnlyLock(c, key, c.sortKey, rec, readAt), nil
+	return newReadOnlyLock(c, key, sk, rec, time.Now()), nil
+}
+
+// HasLock reports whether this client holds the lock on key under sort key
+// value sortKey ("" for the client's default, or on a table without a sort
+// key), within its lease (Amazon's Java client's hasLock). It makes no
+// DynamoDB call.
+func (c *Client) HasLock(key, sortKey string) bool {
+	sk := c.sortKey
+	if sortKey != "" {
+		sk = &sortKey
+	}
+	return c.heldLock(registryKey(key, sk)) != nil
 }
 
 // Close releases every held lock, as CloseWithContext does with

@@ -25,7 +25,10 @@ func unsupported(feature, method string) error {
 }
 
 // WithTimeToLive enables DynamoDB time to live on the new table for the
-// attribute name (see [WithTTLAttribute]). It needs UpdateTimeToLive.
+// attribute name (see [WithTTLAttribute]). It needs UpdateTimeToLive. name
+// must not be a key attribute nor an attribute the lock itself uses
+// (ownerName, leaseDuration, ...): TTL on those would delete live locks;
+// such a name is rejected with an *[InvalidArgumentError].
 func WithTimeToLive(name string) CreateTableOption {
 	return func(o *createDynamoDBTableOptions) { o.timeToLiveAttribute = name }
 }
@@ -43,10 +46,22 @@ func (c *Client) CreateTable(tableName string, opts ...CreateTableOption) (*dyna
 // [WithProvisionedThroughput]. When the DynamoDB client can DescribeTable,
 // it waits until the table is ACTIVE (or ctx ends) before returning; then
 // it enables TTL if [WithTimeToLive] was given.
+//
+// When the table already exists, it returns an error matching
+// [ErrTableExists]; [Client.CreateTableIfNotExistsWithContext] treats that
+// as success instead.
 func (c *Client) CreateTableWithContext(ctx context.Context, tableName string, opts ...CreateTableOption) (*dynamodb.CreateTableOutput, error) {
 	if c.isClosed() {
 		return nil, ErrClientClosed
 	}
+	o, err := c.createTableOptions(tableName, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.createTable(ctx, o)
+}
+
+func (c *Client) createTableOptions(tableName string, opts []CreateTableOption) (*createDynamoDBTableOptions, error) {
 	o := &createDynamoDBTableOptions{
 		billingMode:      types.BillingModePayPerRequest,
 		tableName:        tableName,
@@ -69,13 +84,21 @@ func (c *Client) CreateTableWithContext(ctx context.Context, tableName string, o
 		return nil, invalid("WithSortKeyName", o.sortKeyName, "must differ from the partition key name")
 	case o.billingMode == types.BillingModeProvisioned && o.provisionedThroughput == nil:
 		return nil, invalid("WithProvisionedThroughput", nil, "must not be nil")
+	case o.timeToLiveAttribute != "" && (lockAttribute(o.timeToLiveAttribute) ||
+		o.timeToLiveAttribute == o.partitionKeyName || o.timeToLiveAttribute == o.sortKeyName):
+		return nil, invalid("WithTimeToLive", o.timeToLiveAttribute, "is an attribute the lock itself uses; TTL on it would delete live locks")
 	}
+	if _, ok := c.db.(updateTimeToLiveAPI); o.timeToLiveAttribute != "" && !ok {
+		return nil, unsupported("WithTimeToLive", "UpdateTimeToLive")
+	}
+	return o, nil
+}
+
+func (c *Client) createTable(ctx context.Context, o *createDynamoDBTableOptions) (*dynamodb.CreateTableOutput, error) {
+	tableName := o.tableName
 	var ttl updateTimeToLiveAPI
 	if o.timeToLiveAttribute != "" {
-		var ok bool
-		if ttl, ok = c.db.(updateTimeToLiveAPI); !ok {
-			return nil, unsupported("WithTimeToLive", "UpdateTimeToLive")
-		}
+		ttl = c.db.(updateTimeToLiveAPI) // checked by createTableOptions
 	}
 	in := &dynamodb.CreateTableInput{
 		TableName: aws.String(tableName),
@@ -94,8 +117,12 @@ func (c *Client) CreateTableWithContext(ctx context.Context, tableName string, o
 	}
 	out, err := c.db.CreateTable(ctx, in)
 	c.metrics.call(ctx, "CreateTable")
+	var riu *types.ResourceInUseException
+	if errors.As(err, &riu) {
+		return nil, fmt.Errorf("%w: %q at %s: %w", ErrTableExists, tableName, c.endpointOf(err), err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("dynamolock: create table %q: %w", tableName, err)
+		return nil, fmt.Errorf("dynamolock: create table %q: %w", tableName, c.classify(ctx, err))
 	}
 	if dt, ok := c.db.(describeTableAPI); ok {
 		if err := c.waitActive(ctx, dt, tableName); err != nil {
@@ -123,7 +150,7 @@ func (c *Client) waitActive(ctx context.Context, dt describeTableAPI, tableName 
 		out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tableName)})
 		c.metrics.call(ctx, "DescribeTable")
 		if err != nil {
-			return fmt.Errorf("dynamolock: wait for table %q: %w", tableName, err)
+			return fmt.Errorf("dynamolock: wait for table %q: %w", tableName, c.classify(ctx, err))
 		}
 		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
 			return nil
@@ -153,7 +180,7 @@ func (c *Client) TableExists(ctx context.Context) (bool, error) {
 	case errors.As(err, &rnf):
 		return false, nil
 	default:
-		return false, fmt.Errorf("dynamolock: describe table %q: %w", c.tableName, err)
+		return false, fmt.Errorf("dynamolock: describe table %q: %w", c.tableName, c.classify(ctx, err))
 	}
 }
 
@@ -165,7 +192,99 @@ func (c *Client) AssertTableExists(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrTableNotFound, c.tableName)
+		return c.tableNotFound(nil)
 	}
 	return nil
+}
+
+// CreateTableIfNotExists creates the lock table unless it exists, as
+// CreateTableIfNotExistsWithContext does with context.Background().
+func (c *Client) CreateTableIfNotExists(tableName string, opts ...CreateTableOption) (created bool, err error) {
+	return c.CreateTableIfNotExistsWithContext(context.Background(), tableName, opts...)
+}
+
+// CreateTableIfNotExistsWithContext makes sure the lock table tableName
+// exists with the key schema the options ask for, so that a program can run
+// it at every start. When the table does not exist, it creates it as
+// [Client.CreateTableWithContext] does (and waits until it is ACTIVE) and
+// returns true. When it exists (created by an earlier run, another process,
+// or infrastructure code), it waits until it is ACTIVE, checks its key
+// schema, and returns false; a table keyed on other attributes or types
+// returns a *[KeySchemaError]. Of the options, only the key names are
+// compared with an existing table; billing, tags and TTL are not checked or
+// changed.
+//
+// It costs one DescribeTable when the table exists, and one DescribeTable
+// plus the creation when it does not. It needs DescribeTable; with a
+// [DynamoDBClient] that lacks it, it returns [ErrUnsupportedOperation]
+// before any call. Bad options return an *[InvalidArgumentError] before any
+// call.
+func (c *Client) CreateTableIfNotExistsWithContext(ctx context.Context, tableName string, opts ...CreateTableOption) (created bool, err error) {
+	if c.isClosed() {
+		return false, ErrClientClosed
+	}
+	o, err := c.createTableOptions(tableName, opts)
+	if err != nil {
+		return false, err
+	}
+	dt, ok := c.db.(describeTableAPI)
+	if !ok {
+		return false, unsupported("CreateTableIfNotExists", "DescribeTable")
+	}
+	desc, err := describeTable(ctx, c, dt, tableName)
+	if err != nil {
+		return false, err
+	}
+	if desc == nil {
+		_, err := c.createTable(ctx, o)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, ErrTableExists) { // not a concurrent creation
+			return false, err
+		}
+		if desc, err = describeTable(ctx, c, dt, tableName); err != nil {
+			return false, err
+		}
+		if desc == nil {
+			return false, fmt.Errorf("dynamolock: create table %q: DynamoDB says it exists, then that it does not (deleted meanwhile?)", tableName)
+		}
+	}
+	if desc.TableStatus != types.TableStatusActive {
+		if err := c.waitActive(ctx, dt, tableName); err != nil {
+			return false, err
+		}
+	}
+	return false, checkKeySchema(tableName, o, tableKeySchema(desc))
+}
+
+// describeTable returns the table's description, or nil when it does not
+// exist.
+func describeTable(ctx context.Context, c *Client, dt describeTableAPI, tableName string) (*types.TableDescription, error) {
+	out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tableName)})
+	c.metrics.call(ctx, "DescribeTable")
+	var rnf *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, &rnf):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("dynamolock: describe table %q: %w", tableName, c.classify(ctx, err))
+	case out.Table == nil:
+		return nil, fmt.Errorf("dynamolock: describe table %q: the answer has no table description", tableName)
+	}
+	return out.Table, nil
+}
+
+// checkKeySchema compares an existing table's key schema with the one the
+// creation options ask for.
+func checkKeySchema(tableName string, o *createDynamoDBTableOptions, found []KeyAttribute) error {
+	want := []KeyAttribute{{Name: o.partitionKeyName, KeyType: types.KeyTypeHash, Type: types.ScalarAttributeTypeS}}
+	if o.sortKeyName != "" {
+		want = append(want, KeyAttribute{Name: o.sortKeyName, KeyType: types.KeyTypeRange, Type: types.ScalarAttributeTypeS})
+	}
+	if sameKeySchema(want, found) {
+		return nil
+	}
+	return &KeySchemaError{Table: tableName, Expected: want, Found: found,
+		options: "WithCustomPartitionKeyName and WithSortKeyName, which default to the client's WithPartitionKeyName and WithSortKey"}
 }

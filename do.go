@@ -12,6 +12,12 @@ import (
 // error joined with any release error; if the lock could not be acquired it
 // returns that error and does not call fn. The release is attempted even
 // when ctx has ended.
+//
+// A key held by a live owner is waited for as [Client.AcquireLockWithContext]
+// does: Do gives up after the holder's lease plus
+// [WithAdditionalTimeToWaitForLock] (21s with the defaults) with a
+// *[LockNotGrantedError] wrapping a *[TimeoutError]; with [FailIfLocked] it
+// returns at once.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, lock *Lock) error, opts ...AcquireLockOption) (err error) {
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")

@@ -6,6 +6,39 @@
 // heartbeats, and releases it with another conditional write. Acquiring a
 // free lock costs one DynamoDB call; so do a heartbeat and a release.
 //
+// # The names to start with
+//
+//   - [New] makes a client for one table ([Client.CreateTableWithContext]
+//     makes the table).
+//   - [Client.AcquireLockWithContext] acquires a key, waiting for a live
+//     holder and taking over a dead one; [Client.Do] runs a function while
+//     holding one.
+//   - [Lock.Done] and [Lock.Err] tell when and why a held lock was lost.
+//   - [Lock.FencingToken] and [Lock.TransactionCondition] make writes safe
+//     even after a loss the holder has not noticed yet.
+//   - [Client.ReleaseLockWithContext] releases a lock; [Client.Close]
+//     releases every lock of the client and stops its goroutines.
+//
+// Everything else is there for what it is:
+//
+//   - dynamolock v2's API, kept so that v2 programs compile unchanged: the
+//     forms without a context ([Client.AcquireLock], [Client.ReleaseLock],
+//     [Client.Get], [Client.SendHeartbeat], [Client.CreateTable]), the
+//     [Logger] and [ContextLogger] adapters, [Lock.IsAlmostExpired] and
+//     [WithSessionMonitor].
+//   - Amazon's Java client's options and calls: [WithReentrant],
+//     [WithAcquireOnlyIfLockAlreadyExists], [WithBestEffort],
+//     [WithHoldLockOnServiceUnavailable], [WithSortKeyValue],
+//     [Client.GetWithSortKeyWithContext], [Client.HasLock],
+//     [WithMaxLockObservationCacheSize], [WithLeaseDurationToEnsure],
+//     [Lock.Ensure].
+//   - Beyond both: guarded refreshes ([Lock.TransactionWithRefresh]), a
+//     stored expiry for fast takeover ([WithClockSkewBound]), TTL
+//     ([WithTTLAttribute]), listings ([Client.AllLocks],
+//     [Client.LocksByPartitionKey]), per-lock leases ([WithLockLease]),
+//     and the recipes: [Client.NewElection], [Client.AcquireLocks],
+//     [Client.NewSemaphore].
+//
 // # What a lock guarantees
 //
 // A lock is a lease. While the holder renews it at least once per lease
@@ -40,6 +73,23 @@
 //
 // Only the fencing token and guarded writes give correctness; the lease
 // alone gives efficiency (work is rarely done twice).
+//
+// # Owner names
+//
+// Every lock item records its holder's owner name. The default, as in
+// Amazon's Java client, is the host name followed directly by a random UUID
+// ("web-1f3b0c2e4-...", no separator), unique per [Client]. To make items
+// and logs easier to read, set one with [WithOwnerName]; keep it unique per
+// client (two clients sharing an owner name can renew and release each
+// other's locks). With one client per process, the program's name, the host
+// and the process id will do:
+//
+//	host, _ := os.Hostname()
+//	c, err := dynamolock.New(db, "locks",
+//		dynamolock.WithOwnerName(fmt.Sprintf("billing-worker@%s/%d", host, os.Getpid())))
+//
+// A process restarted with the same id on the same host would then share an
+// owner name with its previous run; add a random suffix where that matters.
 //
 // # Costs
 //

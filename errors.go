@@ -45,9 +45,11 @@ var (
 	ErrLockTakenOver = errors.New("taken by another owner or deleted")
 
 	// ErrLeaseExpired is the cause of a loss when no heartbeat succeeded
-	// before the lease ran out (DynamoDB was unreachable, throttling, or the
-	// process was paused).
-	ErrLeaseExpired = errors.New("could not reach DynamoDB before the lease ran out")
+	// before the lease ran out: DynamoDB was unreachable or throttling, or
+	// this process did not run for that long (paused by SIGSTOP or a
+	// debugger, a frozen virtual machine, a long garbage collection, a
+	// starved CPU), so no heartbeat was even sent.
+	ErrLeaseExpired = errors.New("could not reach DynamoDB before the lease ran out, or this process did not run (paused, stopped or starved of CPU) for that long")
 
 	// ErrLockNotHeld is returned by [Lock.Err] for a read-only view of a
 	// lock (from [Client.Get]) or a nil lock: this client does not hold it.
@@ -60,9 +62,19 @@ var (
 	// stays held, unrenewed, until its lease runs out.
 	ErrReleaseOutcomeUnknown = errors.New("release outcome unknown")
 
-	// ErrTableNotFound is returned by [Client.AssertTableExists] when the
-	// lock table does not exist.
+	// ErrTableNotFound is matched by the error of every call that found no
+	// lock table (DynamoDB's ResourceNotFoundException), and returned by
+	// [Client.AssertTableExists]. The message names the table and the
+	// endpoint or region the client used.
 	ErrTableNotFound = errors.New("dynamolock: table not found")
+
+	// ErrTableExists is matched by the error of [Client.CreateTable] when
+	// the table already exists (DynamoDB's ResourceInUseException).
+	// [Client.CreateTableIfNotExists] treats that case as success.
+	ErrTableExists = errors.New("dynamolock: table already exists")
+
+	// ErrKeySchemaMismatch is matched by every *[KeySchemaError].
+	ErrKeySchemaMismatch = errors.New("dynamolock: key schema mismatch")
 
 	// ErrInvalidArgument is matched by every *[InvalidArgumentError].
 	ErrInvalidArgument = errors.New("dynamolock: invalid argument")
@@ -155,12 +167,14 @@ func (e *LockHeldError) Error() string {
 //     released or deleted;
 //   - [ErrLeaseExpired]: the lease ran out by this host's clock before a
 //     heartbeat renewed it;
-//   - [ErrClientClosed]: [Client.Close] could not release the lock (Err says
+//   - [ErrReleaseOutcomeUnknown]: a release (by [Client.ReleaseLock] or
+//     [Client.Close]) failed in a way that leaves open whether it landed;
+//   - [ErrClientClosed]: [Client.Close] could not send the release (Err says
 //     why); the item stays held, unrenewed, until its lease runs out.
 type LockLostError struct {
 	Key   string
 	Owner string
-	Cause error // ErrLockTakenOver, ErrLeaseExpired or ErrClientClosed
+	Cause error // ErrLockTakenOver, ErrLeaseExpired, ErrReleaseOutcomeUnknown or ErrClientClosed
 	Err   error // the DynamoDB error that revealed it, if any
 }
 
@@ -170,6 +184,18 @@ func (e *LockLostError) Error() string {
 		s += ": " + e.Err.Error()
 	}
 	return s
+}
+
+// As makes a *LockLostError also match a *[LockNotGrantedError] target, as
+// dynamolock v2's heartbeat on a lock another owner took did, so that v2
+// error handling keeps working. The *LockNotGrantedError it sets wraps e.
+func (e *LockLostError) As(target any) bool {
+	t, ok := target.(**LockNotGrantedError)
+	if !ok {
+		return false
+	}
+	*t = &LockNotGrantedError{msg: fmt.Sprintf("key %q", e.Key), cause: e}
+	return true
 }
 
 // Unwrap returns ErrLockLost, the cause and the underlying error.

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/arielsrv/dynamolock/v2"
 	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
@@ -27,15 +29,30 @@ func exampleDB() *dynamodb.Client {
 	return db
 }
 
+// exampleConfig stands for the aws.Config a program loads with
+// config.LoadDefaultConfig: here it points at the DynamoDB Local the tests
+// run against.
+func exampleConfig() aws.Config {
+	return aws.Config{
+		Region:       ddblocal.Region,
+		Credentials:  credentials.NewStaticCredentialsProvider(ddblocal.AccessKey, ddblocal.SecretKey, ""),
+		BaseEndpoint: aws.String(endpoint),
+		Logger:       logging.Nop{},
+	}
+}
+
 // exampleTable returns a table name not used before on this endpoint.
 func exampleTable(name string) string { return name + "-" + strconv.Itoa(int(rand.Uint32())) }
 
-// The quick start: create the table, acquire a lock with data, release it.
+// The quick start: make sure the table exists, acquire a lock with data,
+// release it. It runs unchanged any number of times against the same
+// table (TestQuickStartRunsTwice).
 func Example() {
 	ctx := context.Background()
-	table := exampleTable("locks")
+	cfg := exampleConfig()
 
-	c, err := dynamolock.New(exampleDB(), table,
+	// snippet:quick-start-client
+	c, err := dynamolock.New(dynamodb.NewFromConfig(cfg), "locks",
 		dynamolock.WithLeaseDuration(3*time.Second),
 		dynamolock.WithHeartbeatPeriod(1*time.Second),
 	)
@@ -44,16 +61,13 @@ func Example() {
 	}
 	defer c.Close()
 
-	if _, err := c.CreateTableWithContext(ctx, table,
-		dynamolock.WithProvisionedThroughput(&types.ProvisionedThroughput{
-			ReadCapacityUnits:  aws.Int64(5),
-			WriteCapacityUnits: aws.Int64(5),
-		}),
-		dynamolock.WithCustomPartitionKeyName("key"),
-	); err != nil {
+	// Create the table unless it exists; if it does, check its key schema.
+	if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
 		log.Fatal(err)
 	}
+	// snippet:end
 
+	// snippet:quick-start-lock
 	lock, err := c.AcquireLockWithContext(ctx, "spock",
 		dynamolock.WithData([]byte("some content a")),
 		dynamolock.ReplaceData(),
@@ -69,10 +83,42 @@ func Example() {
 	if err != nil {
 		log.Fatal("error releasing lock: ", err)
 	}
+	if !ok {
+		log.Fatal("lost lock before release")
+	}
+	// snippet:end
 	fmt.Println("released:", ok)
 	// Output:
 	// lock content: some content a
 	// released: true
+}
+
+// Against DynamoDB Local (or any endpoint of your own), set the endpoint,
+// and turn off the SDK's response checksum validation: DynamoDB Local sends
+// no checksum with error answers, and the SDK would log a warning for each
+// failed conditional write (every contended acquisition makes some).
+func Example_dynamoDBLocal() {
+	ctx := context.Background()
+	cfg := exampleConfig()
+	cfg.BaseEndpoint = nil
+
+	// snippet:local-endpoint
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(endpoint) // e.g. "http://localhost:8000"
+		o.DisableValidateResponseChecksum = true
+	})
+	// snippet:end
+
+	c, err := dynamolock.New(db, "locks")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.AssertTableExists(ctx))
+	// Output: <nil>
 }
 
 // Do runs a function under a lock, with a context that is cancelled if the
@@ -85,10 +131,11 @@ func ExampleClient_Do() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+	if _, err := c.CreateTableIfNotExistsWithContext(ctx, table); err != nil {
 		log.Fatal(err)
 	}
 
+	// snippet:do
 	err = c.Do(ctx, "customer-42", func(ctx context.Context, lock *dynamolock.Lock) error {
 		// Long work checks ctx: it is cancelled, with the reason as its
 		// cause, the moment the lock is lost.
@@ -99,11 +146,45 @@ func ExampleClient_Do() {
 		}
 		fmt.Println("working on customer-42; fencing token issued:", lock.FencingToken() > 0)
 		return nil
-	}, dynamolock.FailIfLocked())
+	}, dynamolock.FailIfLocked()) // held by a live owner: return at once instead of waiting
+	// snippet:end
 	fmt.Println("err:", err)
 	// Output:
 	// working on customer-42; fencing token issued: true
 	// err: <nil>
+}
+
+// Sort keys per lock: one client locks several jobs of one tenant, each
+// under its own sort key value, as Amazon's Java client's withSortKey does.
+func ExampleWithSortKeyValue() {
+	ctx := context.Background()
+	table := exampleTable("tenants")
+	// snippet:sort-keys
+	// The client names the table's sort key; "" gives no default value, so
+	// every acquisition says which one it locks.
+	c, err := dynamolock.New(exampleDB(), table, dynamolock.WithSortKey("job", ""))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableIfNotExistsWithContext(ctx, table, dynamolock.WithSortKeyName("job")); err != nil {
+		log.Fatal(err)
+	}
+	nightly, err := c.AcquireLockWithContext(ctx, "tenant-7", dynamolock.WithSortKeyValue("nightly-export"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	reindex, err := c.AcquireLockWithContext(ctx, "tenant-7", dynamolock.WithSortKeyValue("reindex"),
+		dynamolock.WithLockLease(time.Minute)) // this lock's own lease
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(nightly.SortKey(), reindex.SortKey(), reindex.LeaseDuration())
+	fmt.Println("holds tenant-7/reindex:", c.HasLock("tenant-7", "reindex"))
+	// snippet:end
+	// Output:
+	// nightly-export reindex 1m0s
+	// holds tenant-7/reindex: true
 }
 
 // Guarded writes: move money between two accounts only while the lock is
@@ -212,4 +293,168 @@ func ExampleLock_FencingToken() {
 	// Output:
 	// new holder writes: <nil>
 	// stale holder rejected: true
+}
+
+// Leader election: one client campaigns, leads, changes its value in
+// place and resigns. Leadership is a lock: watch lock.Done() and fence the
+// leader's writes with lock.FencingToken() or lock.TransactionCondition().
+func ExampleElection() {
+	ctx := context.Background()
+	table := exampleTable("election")
+	c, err := dynamolock.New(exampleDB(), table, dynamolock.WithOwnerName("node-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	e := c.NewElection("scheduler")
+	lock, err := e.Campaign(ctx, []byte("10.0.0.1:8080")) // blocks until this client leads
+	if err != nil {
+		log.Fatal(err)
+	}
+	leader, err := e.Leader(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leader:", leader.Owner, string(leader.Value))
+
+	if err := e.Proclaim(ctx, []byte("10.0.0.1:9090")); err != nil {
+		log.Fatal(err)
+	}
+	leader, _ = e.Leader(ctx)
+	fmt.Println("same term, new value:", leader.FencingToken == lock.FencingToken(), string(leader.Value))
+
+	if err := e.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = e.Leader(ctx)
+	fmt.Println("no leader after resigning:", errors.Is(err, dynamolock.ErrNoLeader))
+	fmt.Println("leadership lock released:", errors.Is(lock.Err(), dynamolock.ErrLockAlreadyReleased))
+	// Output:
+	// leader: node-1 10.0.0.1:8080
+	// same term, new value: true 10.0.0.1:9090
+	// no leader after resigning: true
+	// leadership lock released: true
+}
+
+// Observe follows an election from any client: the current leader first,
+// then every change of leader or value, polled once a second.
+func ExampleElection_Observe() {
+	ctx := context.Background()
+	db := exampleDB()
+	table := exampleTable("observed")
+	node, err := dynamolock.New(db, table, dynamolock.WithOwnerName("node-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close()
+	watcher, err := dynamolock.New(db, table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer watcher.Close()
+	if _, err := node.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	e := node.NewElection("scheduler")
+	if _, err := e.Campaign(ctx, []byte("v1")); err != nil {
+		log.Fatal(err)
+	}
+	octx, stop := context.WithCancel(ctx)
+	leaders := watcher.NewElection("scheduler").Observe(octx)
+	ld := <-leaders
+	fmt.Println(ld.Owner, string(ld.Value))
+
+	if err := e.Proclaim(ctx, []byte("v2")); err != nil {
+		log.Fatal(err)
+	}
+	ld = <-leaders
+	fmt.Println(ld.Owner, string(ld.Value))
+	stop()
+	for range leaders { // closed once octx ends
+	}
+	// Output:
+	// node-1 v1
+	// node-1 v2
+}
+
+// All-or-nothing: take both accounts' locks in one transaction, or wait
+// without holding either. Another client asking for them in the other
+// order cannot deadlock with this one.
+func ExampleClient_AcquireLocks() {
+	ctx := context.Background()
+	table := exampleTable("accounts")
+	c, err := dynamolock.New(exampleDB(), table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	locks, err := c.AcquireLocks(ctx, []string{"account#bob", "account#alice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range locks { // in the order asked for
+		fmt.Println("holding", l.PartitionKey())
+	}
+	// ... move money, putting every lock's TransactionCondition() in the
+	// same TransactWriteItems as the transfer ...
+	for _, l := range locks {
+		if _, err := c.ReleaseLockWithContext(ctx, l); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// holding account#bob
+	// holding account#alice
+}
+
+// A semaphore of size 2: at most two holders at once, across every client
+// of the table. FailIfLocked returns at once when every slot is taken.
+func ExampleSemaphore() {
+	ctx := context.Background()
+	table := exampleTable("encoders")
+	c, err := dynamolock.New(exampleDB(), table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	sem, err := c.NewSemaphore("video-encoders", 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	first, err := sem.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	second, err := sem.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("two slots:", first.PartitionKey() != second.PartitionKey())
+
+	_, err = sem.Acquire(ctx, dynamolock.FailIfLocked())
+	var lng *dynamolock.LockNotGrantedError
+	fmt.Println("third refused:", errors.As(err, &lng))
+
+	if err := first.Close(); err != nil { // frees the slot
+		log.Fatal(err)
+	}
+	third, err := sem.Acquire(ctx, dynamolock.FailIfLocked())
+	fmt.Println("third after a release:", err == nil, third.PartitionKey() == first.PartitionKey())
+	// Output:
+	// two slots: true
+	// third refused: true
+	// third after a release: true true
 }

@@ -57,7 +57,7 @@ func (c *Client) expirySets(b *exprBuilder, sent time.Time, lease time.Duration,
 	s := ""
 	if c.clockSkewBound > 0 {
 		s += ", " + b.name("#x", attrLeaseExpiresAt) + " = " +
-			b.value(":x", &types.AttributeValueMemberN{Value: strconv.FormatInt(sent.Add(lease).UnixMilli(), 10)}) +
+			b.value(":x", &types.AttributeValueMemberN{Value: strconv.FormatInt(ceilMilli(sent.Add(lease)), 10)}) +
 			", " + b.name("#xr", attrLeaseExpiresRVN) + " = " + b.value(":xr", attrS(rvn))
 	}
 	if c.ttlAttribute != "" {
@@ -93,4 +93,14 @@ func (c *Client) staleByClockAt(rec *lockRecord, now time.Time) (time.Time, bool
 	}
 	wall := time.UnixMilli(rec.leaseExpiresAt).Add(c.clockSkewBound + time.Millisecond)
 	return now.Add(wall.Sub(now.Round(0))), true
+}
+
+// ceilMilli is t in epoch milliseconds, rounded up: the expiry a holder
+// writes is never earlier than the end of the lease it believes in.
+func ceilMilli(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
 }

@@ -37,7 +37,7 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 		return ErrClientClosed
 	}
 	if lock == nil {
-		return invalid("lock", nil, "must not be nil")
+		return nilLock()
 	}
 	o := &sendHeartbeatOptions{}
 	for _, opt := range opts {
@@ -69,10 +69,13 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 // than the lease); otherwise it does nothing.
 func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 	if l == nil {
-		return invalid("lock", nil, "must not be nil")
+		return nilLock()
 	}
-	if l.client == nil {
+	if l.client == nil || l.readOnly {
 		return ErrReadOnlyLockHeartbeat
+	}
+	if err := l.Err(); err != nil {
+		return err
 	}
 	l.mu.Lock()
 	left := time.Until(l.leaseEnd)
@@ -84,26 +87,55 @@ func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 	return l.client.SendHeartbeatWithContext(ctx, l, WithLeaseDurationToEnsure(max(d, lease)))
 }
 
-// renewalState is what a holder knows of its writes whose answer never came
-// (the write may have landed, or may still land). Guarded by the lock's mu.
+// renewalState is what a holder knows of its writes whose answer has not
+// come (the write may have landed, or may still land). Guarded by the
+// lock's mu.
 type renewalState struct {
-	// maybe lists the RVNs those writes set, besides the lock's rvn: the
-	// item may carry any of them, so the next write's condition accepts
-	// them all, and no other. An RVN, once replaced, never comes back.
-	maybe []string
-	// pending is the latest such renewal: a retry resends exactly it (same
-	// RVN, lease, expiry and data), because an observer that saw its RVN
-	// times its lease from what that RVN was first written with.
+	built   uint64 // writes built so far; each write gets the next number
+	applied uint64 // the number of the latest write known to have landed
+	// maybe lists the writes built after the applied one whose answer has
+	// not come: the item may carry any of their RVNs, so the next write's
+	// condition accepts them all, and no other. An RVN, once replaced,
+	// never comes back: a write's condition names only RVNs known when it
+	// was built, so no write built before another that landed can land
+	// after it.
+	maybe []maybeWrite
+	// pending is the latest heartbeat among them: a retry resends exactly
+	// it (same RVN, lease, expiry and data), because an observer that saw
+	// its RVN times its lease from what that RVN was first written with.
 	pending *renewal
 }
 
-// renewal is one heartbeat write, built once.
+// maybeWrite is a write that may land: an observer that sees rvn may take
+// over at end, so this holder's lease ends no later while it is listed.
+type maybeWrite struct {
+	seq uint64
+	rvn string
+	end time.Time
+}
+
+// renewal is one write that renews the lease: a heartbeat, built once, or
+// a guarded refresh.
 type renewal struct {
+	seq   uint64
 	rvn   string
-	sent  time.Time // first send: the lease counts from here
+	sent  time.Time // built just before the first send: the lease counts from here
 	lease time.Duration
 	opts  sendHeartbeatOptions
 	input *dynamodb.UpdateItemInput
+}
+
+// mayLandLocked records w, about to be sent: the next writes' conditions
+// accept its RVN, and this holder's lease ends no later than an observer of
+// w's RVN would let it. It reports whether the lease end moved earlier.
+func (l *Lock) mayLandLocked(w *renewal) bool {
+	end := w.sent.Add(w.lease)
+	l.renewal.maybe = append(l.renewal.maybe, maybeWrite{seq: w.seq, rvn: w.rvn, end: end})
+	if end.Before(l.leaseEnd) {
+		l.leaseEnd = end
+		return true
+	}
+	return false
 }
 
 // sameWrite reports whether a heartbeat with lease and o would write what w
@@ -164,24 +196,27 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			lease = o.leaseDurationToEnsure
 		}
 		w := l.renewal.pending
-		if w == nil || !w.sameWrite(lease, o) {
-			w = &renewal{rvn: newRVN(), sent: now, lease: lease, opts: *o}
+		moved := false
+		// A resend is exactly the first send, lease counted from then; once
+		// that lease is over (only WithHoldLockOnServiceUnavailable keeps a
+		// lock past it) a resend would renew nothing: write anew.
+		if w == nil || !w.sameWrite(lease, o) || !now.Before(w.sent.Add(w.lease)) {
+			l.renewal.built++
+			w = &renewal{seq: l.renewal.built, rvn: newRVN(), sent: now, lease: lease, opts: *o}
 			w.input = c.heartbeatInput(l, w)
-			l.renewal.maybe = append(l.renewal.maybe, w.rvn)
 			l.renewal.pending = w
-			// Once sent, w may land: an observer that sees its RVN may take
-			// over w.lease later, so this holder's lease ends no later.
-			if end := w.sent.Add(w.lease); end.Before(l.leaseEnd) {
-				l.leaseEnd = end
-				defer c.sched.notify(l)
-			}
+			moved = l.mayLandLocked(w)
 		}
 		l.mu.Unlock()
+		if moved {
+			c.sched.notify(l) // the lease may now end earlier: Done must close then
+		}
 
 		_, err := c.db.UpdateItem(ctx, w.input)
 		c.metrics.call(ctx, "UpdateItem")
+		err = c.classify(ctx, err)
 		if err == nil {
-			l.renewed(w.rvn, w.sent, w.lease, &w.opts)
+			l.renewed(w)
 			c.metrics.heartbeat(ctx, "ok")
 			return nil
 		}
@@ -231,29 +266,20 @@ func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 
 // conditionLocked holds while the item is still this acquisition's: same
 // owner, not released, and an RVN this holder wrote that nothing replaced
-// since (its rvn, a write whose answer was lost, or extra). Requiring these
+// since (its rvn, a write that may have landed, or extra). Requiring these
 // exact RVNs keeps every renewal in one line, so an RVN can never come back
-// after another replaced it (an observer relies on that); a write that finds
-// the RVN moved by this holder's own guarded refresh adopts it
-// (adoptMovedRVN).
+// after another replaced it (an observer relies on that).
 func (l *Lock) conditionLocked(b *exprBuilder, extra string) string {
 	in := b.value(":cur", attrS(l.rvn))
-	for i, v := range l.renewal.maybe {
-		in += ", " + b.value(fmt.Sprintf(":m%d", i), attrS(v))
+	seen := extra == l.rvn
+	for i, m := range l.renewal.maybe {
+		in += ", " + b.value(fmt.Sprintf(":m%d", i), attrS(m.rvn))
+		seen = seen || m.rvn == extra
 	}
-	if extra != "" && !l.mayCarry(extra) {
+	if extra != "" && !seen {
 		in += ", " + b.value(":v", attrS(extra))
 	}
 	return ownerCondition(b, l.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
-}
-
-func (l *Lock) mayCarry(rvn string) bool {
-	for _, v := range l.renewal.maybe {
-		if v == rvn {
-			return true
-		}
-	}
-	return rvn == l.rvn
 }
 
 func ownerCondition(b *exprBuilder, owner string) string {
@@ -261,12 +287,13 @@ func ownerCondition(b *exprBuilder, owner string) string {
 		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
 }
 
-// renewed records a successful write of rvn first sent at sent: the lease
-// counts from then, so the holder never believes it lasts longer than an
-// observer of the new RVN does. A write sent before the latest one recorded
-// changes nothing. A success that comes after the lease ran out by this
-// host's clock does not revive the lock: readers have been told it is lost.
-func (l *Lock) renewed(rvn string, sent time.Time, lease time.Duration, o *sendHeartbeatOptions) {
+// renewed records that w landed. The lease counts from w's first send, so
+// the holder never believes it lasts longer than an observer of w's RVN
+// does, and no longer than any write built after w (which may still land)
+// allows. A write older than one already recorded changes nothing. A
+// success that comes after the lease ran out by this host's clock does not
+// revive the lock: readers have been told it is lost.
+func (l *Lock) renewed(w *renewal) {
 	now := time.Now()
 	l.mu.Lock()
 	if l.ending {
@@ -278,20 +305,31 @@ func (l *Lock) renewed(rvn string, sent time.Time, lease time.Duration, o *sendH
 		l.lose(ErrLeaseExpired, nil)
 		return
 	}
-	if !sent.Before(l.lookupTime) {
-		// Every write this holder had outstanding either landed before this
-		// one or can no longer land: their conditions name RVNs that this
-		// write replaced.
-		l.renewal = renewalState{}
-		l.rvn = rvn
-		l.lookupTime = sent
-		l.leaseDuration = lease
-		l.leaseEnd = sent.Add(lease)
+	if r := &l.renewal; w.seq > r.applied {
+		r.applied = w.seq
+		l.rvn = w.rvn
+		l.lookupTime = w.sent
+		l.leaseDuration = w.lease
+		l.leaseEnd = w.sent.Add(w.lease)
+		// Writes built before w can no longer land (their conditions name
+		// none of the RVNs w wrote or replaced); those built after it can.
+		later := r.maybe[:0]
+		for _, m := range r.maybe {
+			if m.seq > w.seq {
+				later = append(later, m)
+				l.leaseEnd = earliest(l.leaseEnd, m.end)
+			}
+		}
+		clear(r.maybe[len(later):])
+		r.maybe = later
+		if r.pending != nil && r.pending.seq <= w.seq {
+			r.pending = nil
+		}
 		switch {
-		case o != nil && o.deleteData:
+		case w.opts.deleteData:
 			l.data = nil
-		case o != nil && o.data != nil:
-			l.data = o.data
+		case w.opts.data != nil:
+			l.data = w.opts.data
 		}
 	}
 	l.mu.Unlock()
@@ -328,7 +366,8 @@ func (l *Lock) adoptMovedRVN(item map[string]types.AttributeValue) bool {
 	l.rvn = rec.rvn
 	// Outstanding writes were conditioned on RVNs the item no longer has,
 	// and can no longer land.
-	l.renewal = renewalState{}
+	r := &l.renewal
+	r.applied, r.maybe, r.pending = r.built, nil, nil
 	return true
 }
 

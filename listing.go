@@ -43,7 +43,7 @@ func (c *Client) AllLocks(ctx context.Context) iter.Seq2[*Lock, error] {
 			in.ExclusiveStartKey = start
 			out, err := sc.Scan(ctx, in)
 			c.metrics.call(ctx, "Scan")
-			if err != nil {
+			if err = c.classify(ctx, err); err != nil {
 				return nil, nil, fmt.Errorf("dynamolock: scan %q: %w", c.tableName, err)
 			}
 			return out.Items, out.LastEvaluatedKey, nil
@@ -81,7 +81,7 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 			in.ExclusiveStartKey = start
 			out, err := q.Query(ctx, in)
 			c.metrics.call(ctx, "Query")
-			if err != nil {
+			if err = c.classify(ctx, err); err != nil {
 				return nil, nil, fmt.Errorf("dynamolock: query %q for key %q: %w", c.tableName, key, err)
 			}
 			return out.Items, out.LastEvaluatedKey, nil

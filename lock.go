@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
@@ -12,7 +13,13 @@ import (
 
 // Lock is a lock acquired by a [Client], or a read-only view of a lock item
 // returned by [Client.Get]. Its methods are safe for concurrent use and on a
-// nil *Lock.
+// nil *Lock, which is never held: its getters return zero values, Done is
+// closed, IsExpired and IsReleased are true, and every error it gets is
+// [ErrLockNotHeld] (passing it where a lock is required is also bad input,
+// [ErrInvalidArgument]), except where dynamolock v2 defined another:
+// releasing it ([Client.ReleaseLock], [Lock.Close]) returns
+// [ErrCannotReleaseNullLock] and [Lock.IsAlmostExpired] returns
+// [ErrLockAlreadyReleased].
 //
 // Holding a Lock never guarantees exclusive access: a process paused for
 // longer than the lease can wake up after another client took the lock over.
@@ -143,6 +150,20 @@ func (l *Lock) LeaseDuration() time.Duration {
 	return l.leaseDuration
 }
 
+// Expiration returns when this client considers the lease over unless a
+// heartbeat renews it (node-redlock's expiration): a time on this host's
+// clock, never later than what any other client may conclude. It moves
+// with every renewal. For a read-only view it is the lease counted from
+// when the item was read; zero for a nil lock or a released item.
+func (l *Lock) Expiration() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leaseEnd
+}
+
 // RecordVersionNumber returns the record version number this lock last
 // wrote or read. It changes with every heartbeat.
 func (l *Lock) RecordVersionNumber() string {
@@ -159,7 +180,9 @@ func (l *Lock) RecordVersionNumber() string {
 // package while the item is kept (the default on release). A new item
 // starts from the current time in microseconds, so tokens keep increasing
 // across a deletion too, as long as the hosts' wall clocks agree to within
-// the time the item was gone. Send it with every write to a downstream
+// the time the item was gone, and no acquiring write was held up in the
+// network for longer than that (a write delayed past a deletion recreates
+// the item from the time it was sent). Send it with every write to a downstream
 // store, and have the store reject writes carrying a token lower than the
 // highest it has seen. A read-only view of an item written only by other
 // clients has token 0.
@@ -294,12 +317,13 @@ func (l *Lock) end(reason error) bool {
 	c := l.client
 	c.locks.CompareAndDelete(l.regKey, l)
 	l.cancel(reason)
+	c.wakeups.wake(l.regKey) // this client's own waiters try at once
 	c.sched.notify(l)
 	return true
 }
 
 // lose records the loss of a held lock and returns the lock's end error.
-// cause is ErrLockTakenOver, ErrLeaseExpired or ErrClientClosed; a lease
+// cause is one of those LockLostError documents; a lease
 // that has already run out by this host's clock is always reported as
 // ErrLeaseExpired, which is what every reader has been answering since.
 func (l *Lock) lose(cause, err error) error {
@@ -343,4 +367,9 @@ func (l *Lock) giveWrites() { <-l.writes }
 // itemKey is the primary key of this lock's item.
 func (l *Lock) itemKey() map[string]types.AttributeValue {
 	return l.client.itemKeyOf(l.partitionKey, l.sortKey)
+}
+
+// nilLock is the error for a nil *Lock given where a lock is required.
+func nilLock() error {
+	return fmt.Errorf("%w (%w)", invalid("lock", nil, "must not be nil"), ErrLockNotHeld)
 }

@@ -10,16 +10,15 @@ import (
 // FailIfLocked take over a dead owner's lock across calls. Bounded: when
 // full, an arbitrary entry is dropped (it only delays a takeover).
 type observations struct {
-	mu sync.Mutex
-	m  map[string]observation
+	mu  sync.Mutex
+	m   map[string]observation
+	max int
 }
 
 type observation struct {
 	rvn  string
 	seen time.Time
 }
-
-const maxObservations = 10000
 
 // observe records that key carried rvn at now and returns when this client
 // first saw that rvn on key.
@@ -29,7 +28,7 @@ func (o *observations) observe(key, rvn string, now time.Time) time.Time {
 	if ob, ok := o.m[key]; ok && ob.rvn == rvn {
 		return ob.seen
 	}
-	if len(o.m) >= maxObservations {
+	if len(o.m) >= o.max {
 		for k := range o.m {
 			delete(o.m, k)
 			break

@@ -23,6 +23,9 @@ const (
 	// DefaultHeartbeatConcurrency bounds the heartbeats one client sends at
 	// once; see [WithHeartbeatConcurrency].
 	DefaultHeartbeatConcurrency = 32
+	// DefaultMaxLockObservationCacheSize bounds the client's observations of
+	// other owners' items; see [WithMaxLockObservationCacheSize].
+	DefaultMaxLockObservationCacheSize = 10000
 )
 
 // ClientOption configures a [Client] in [New].
@@ -34,15 +37,33 @@ func WithPartitionKeyName(s string) ClientOption {
 	return func(c *Client) { c.partitionKeyName = s }
 }
 
-// WithSortKey makes every lock of this client live under sort key value
-// value, in the sort key attribute name. Use it with tables created with
-// [WithSortKeyName]. Two clients with different values lock independently.
-// Default: no sort key. Neither may be empty; the value is at most 1024 bytes.
+// WithSortKey names the table's sort key attribute (type S; tables created
+// with [WithSortKeyName]) and the sort key value of this client's locks.
+// [WithSortKeyValue] overrides the value per acquisition; with value ""
+// there is no default, and every acquisition must give one. Locks with
+// different sort key values under one partition key are independent.
+// Default: no sort key. The name must not be empty; a value is at most 1024
+// bytes.
 func WithSortKey(name, value string) ClientOption {
 	return func(c *Client) {
+		c.sortKeyDeclared = true
 		c.sortKeyName = name
-		c.sortKey = &value
+		c.sortKey = nil
+		if value != "" {
+			c.sortKey = &value
+		}
 	}
+}
+
+// WithMaxLockObservationCacheSize bounds how many keys' observations (the
+// record version number last seen in another owner's item, and when) the
+// client remembers between acquisitions, so that FailIfLocked calls can
+// take over a dead owner's lock across calls (Amazon's Java client's
+// withMaxLockObservationCacheSize). When full, an arbitrary entry is
+// dropped, which only delays a takeover. Default:
+// [DefaultMaxLockObservationCacheSize]; must be between 1 and 10,000,000.
+func WithMaxLockObservationCacheSize(n int) ClientOption {
+	return func(c *Client) { c.maxObservations = n }
 }
 
 // WithOwnerName sets the owner name written into every lock this client
@@ -137,6 +158,35 @@ type acquireLockOptions struct {
 	sessionMonitor         *sessionMonitor
 	onlyIfLockAlreadyExist bool
 	reentrant              bool
+	sortKey                *string       // WithSortKeyValue; nil: the client's default
+	lease                  time.Duration // WithLockLease; 0: the client's lease
+	refreshJitter          time.Duration // WithRefreshJitter; -1: a tenth of the refresh period
+}
+
+// WithSortKeyValue acquires the lock under sort key value value instead of
+// the client's default (Amazon's Java client's withSortKey). The client must
+// name a sort key with [WithSortKey]. The lock keeps its value: heartbeats,
+// release, guarded writes and [Lock.SortKey] use it. value is 1 to 1024
+// bytes of UTF-8.
+func WithSortKeyValue(value string) AcquireLockOption {
+	return func(o *acquireLockOptions) { o.sortKey = &value }
+}
+
+// WithLockLease gives this lock a lease of d instead of the client's
+// [WithLeaseDuration] (node-redlock's per-lock duration). Heartbeats renew
+// it with d, and [Lock.LeaseDuration] reports it. d must be at least twice
+// the client's heartbeat period.
+func WithLockLease(d time.Duration) AcquireLockOption {
+	return func(o *acquireLockOptions) { o.lease = d }
+}
+
+// WithRefreshJitter sets how much of each poll's wait a waiting acquisition
+// may take off at random, so that waiters spread their polls out (the
+// polls still come at most one refresh period apart). Default: a tenth of
+// the refresh period; 0 polls exactly every refresh period. Must lie
+// between 0 and the refresh period.
+func WithRefreshJitter(max time.Duration) AcquireLockOption {
+	return func(o *acquireLockOptions) { o.refreshJitter = max }
 }
 
 // WithData stores data in the lock item. Unless [ReplaceData] is also given,
@@ -168,8 +218,10 @@ func WithDeleteLockOnRelease() AcquireLockOption {
 }
 
 // WithRefreshPeriod sets how often a waiting acquisition polls the item.
-// Default: [DefaultRefreshPeriod] (1s); must be positive. A small random
-// jitter is added to each wait.
+// Default: [DefaultRefreshPeriod] (1s); must be positive. Each wait is
+// shortened (never lengthened) by a random jitter, up to a tenth of d
+// unless [WithRefreshJitter] says otherwise, so that waiting clients spread
+// their polls out; two polls are never more than d apart.
 func WithRefreshPeriod(d time.Duration) AcquireLockOption {
 	return func(o *acquireLockOptions) { o.refreshPeriod = d }
 }

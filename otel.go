@@ -11,21 +11,33 @@ import (
 
 const meterName = "github.com/arielsrv/dynamolock/v2"
 
-// WithMeterProvider records the client's metrics through OpenTelemetry:
+// WithMeterProvider records the client's metrics through OpenTelemetry,
+// named and typed as the OpenTelemetry semantic conventions do (units in
+// UCUM, counts of things as annotations in braces, durations in seconds):
 //
-//   - dynamolock.acquisitions (counter; attribute outcome: acquired,
-//     timeout, not_granted, cancelled, invalid, error)
-//   - dynamolock.acquire.duration (histogram, seconds, same outcome)
-//   - dynamolock.heartbeats (counter; outcome: ok, error, lost)
-//   - dynamolock.locks.held (gauge)
-//   - dynamolock.locks.lost (counter; cause: taken_over, lease_expired,
-//     client_closed)
-//   - dynamolock.dynamodb.calls (counter; operation)
+//   - dynamolock.acquisitions (counter, {acquisition}; attribute outcome:
+//     acquired, timeout, not_granted, cancelled, invalid, error)
+//   - dynamolock.acquire.duration (histogram, s, same outcome; explicit
+//     buckets 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+//     2.5, 5, 10, 30, 60, 120: fine below a second, where uncontended
+//     acquisitions lie, coarse up to the minutes a contended one can wait;
+//     the SDK's default buckets are meant for milliseconds and would put a
+//     4 ms and a 1.5 s acquisition in one bucket. A View can override them.)
+//   - dynamolock.heartbeats (counter, {heartbeat}; outcome: ok, error, lost)
+//   - dynamolock.locks.held (asynchronous up-down counter, {lock}: additive
+//     across clients)
+//   - dynamolock.locks.lost (counter, {lock}; cause: taken_over,
+//     lease_expired, client_closed)
+//   - dynamolock.dynamodb.calls (counter, {call}; operation)
 //
 // Default: no metrics (a no-op). [Client.Stats] works either way.
 func WithMeterProvider(mp metric.MeterProvider) ClientOption {
 	return func(c *Client) { c.meterProvider = mp }
 }
+
+// durationBuckets are the bucket boundaries, in seconds, of the duration
+// histograms (see WithMeterProvider).
+var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
 
 type otelInstruments struct {
 	acquisitions metric.Int64Counter
@@ -33,25 +45,33 @@ type otelInstruments struct {
 	heartbeats   metric.Int64Counter
 	lostLocks    metric.Int64Counter
 	calls        metric.Int64Counter
-	held         metric.Int64ObservableGauge
+	held         metric.Int64ObservableUpDownCounter
 }
 
 func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, error) {
 	m := mp.Meter(meterName)
 	var o otelInstruments
 	var err, e error
-	o.acquisitions, e = m.Int64Counter("dynamolock.acquisitions", metric.WithDescription("Lock acquisitions by outcome."))
+	o.acquisitions, e = m.Int64Counter("dynamolock.acquisitions", metric.WithUnit("{acquisition}"),
+		metric.WithDescription("Lock acquisitions by outcome."))
 	err = errors.Join(err, e)
 	o.acquireTime, e = m.Float64Histogram("dynamolock.acquire.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time an acquisition took, waiting included."))
+		metric.WithDescription("Time an acquisition took, waiting included."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	err = errors.Join(err, e)
-	o.heartbeats, e = m.Int64Counter("dynamolock.heartbeats", metric.WithDescription("Heartbeat writes by outcome."))
+	o.heartbeats, e = m.Int64Counter("dynamolock.heartbeats", metric.WithUnit("{heartbeat}"),
+		metric.WithDescription("Heartbeat writes by outcome."))
 	err = errors.Join(err, e)
-	o.lostLocks, e = m.Int64Counter("dynamolock.locks.lost", metric.WithDescription("Held locks lost, by cause."))
+	o.lostLocks, e = m.Int64Counter("dynamolock.locks.lost", metric.WithUnit("{lock}"),
+		metric.WithDescription("Held locks lost, by cause."))
 	err = errors.Join(err, e)
-	o.calls, e = m.Int64Counter("dynamolock.dynamodb.calls", metric.WithDescription("DynamoDB API calls, by operation."))
+	o.calls, e = m.Int64Counter("dynamolock.dynamodb.calls", metric.WithUnit("{call}"),
+		metric.WithDescription("DynamoDB API calls, by operation."))
 	err = errors.Join(err, e)
-	o.held, e = m.Int64ObservableGauge("dynamolock.locks.held", metric.WithDescription("Locks held by the client."),
+	// Asynchronous: the value is the size of the client's registry, read
+	// when collected, so it cannot drift from what the client holds.
+	o.held, e = m.Int64ObservableUpDownCounter("dynamolock.locks.held", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks held by the client."),
 		metric.WithInt64Callback(func(_ context.Context, obs metric.Int64Observer) error {
 			n := int64(0)
 			c.locks.Range(func(_, _ any) bool {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // ReleaseLock releases lock, as ReleaseLockWithContext does with
@@ -28,7 +30,9 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // answer to the release was lost and a retry (the SDK's or this call's)
 // found the item already released by this acquisition. It returns false and
 // an error matching [ErrLockLost] when the lock was no longer this owner's
-// (taken over, or lost earlier); [ErrLockAlreadyReleased] when it was
+// (taken over, or lost earlier, including a lease that ran out by this
+// host's clock: such a lock's item is still released if it is still this
+// owner's); [ErrLockAlreadyReleased] when it was
 // released before; [ErrCannotReleaseNullLock] for a nil lock;
 // [ErrOwnerMismatched] for a lock of another owner.
 //
@@ -38,7 +42,8 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // request may have landed, or may still land: a network error, a server
 // error, ctx ending during the call), the lock ends here all the same, since
 // another client may already hold the item: Done closes, and the error
-// matches [ErrReleaseOutcomeUnknown]. If the release did not land, the item
+// matches [ErrReleaseOutcomeUnknown] (as does [Lock.Err] from then on, a
+// *[LockLostError] with that cause). If the release did not land, the item
 // stays held, unrenewed, until its lease runs out.
 func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ...ReleaseLockOption) (bool, error) {
 	if lock == nil {
@@ -87,13 +92,14 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	}
 
 	var err error
+	var attempts atomic.Int32 // HTTP attempts, the SDK's retries included
 	for adopt := 0; ; adopt++ {
-		err = c.sendRelease(ctx, l, deleteLock, o.data)
+		err = c.classify(ctx, c.sendRelease(ctx, l, deleteLock, o.data, &attempts))
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
 			break
 		}
-		if l.releasedBefore(ccf.Item, deleteLock) {
+		if l.releasedBefore(ccf.Item) {
 			err = nil // a first send whose answer was lost had released it
 			break
 		}
@@ -105,12 +111,15 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	case err == nil:
 	case o.bestEffort:
 		l.log(slog.LevelWarn, "best-effort release failed; the lock expires after its lease", slogErr(err))
-	case surelyNotApplied(err):
+	case surelyNotApplied(err) && attempts.Load() == 1:
+		// DynamoDB rejected the only attempt: nothing changed. (After
+		// several attempts, an earlier one may have landed whatever the
+		// last answer says.)
 		return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err)
 	default:
 		// The release may have landed, or may still land: another client
 		// may hold the item now or soon. The lock must not look held.
-		l.end(ErrLockAlreadyReleased)
+		l.lose(ErrReleaseOutcomeUnknown, err)
 		l.log(slog.LevelWarn, "release outcome unknown; the lock is no longer held here", slogErr(err))
 		return false, fmt.Errorf("dynamolock: release %q: %w: %w", l.partitionKey, ErrReleaseOutcomeUnknown, err)
 	}
@@ -118,6 +127,12 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		l.mu.Lock()
 		l.data = o.data
 		l.mu.Unlock()
+	}
+	if l.lapsed(time.Now()) {
+		// The item is free again, but readers have been told the lease ran
+		// out: the holder may have worked past it, which the caller must
+		// hear about.
+		return false, l.lose(ErrLeaseExpired, nil)
 	}
 	l.end(ErrLockAlreadyReleased)
 	l.log(slog.LevelInfo, "lock released")
@@ -135,16 +150,25 @@ func (c *Client) checkOwner(l *Lock) error {
 }
 
 // releasedBefore reports whether item, returned by a release's failed
-// condition, shows this acquisition already released: marked released and
-// still naming this owner and fencing token, or, for a delete, gone while
-// this holder's lease had not run out (no other client can have taken and
-// deleted it within the lease).
-func (l *Lock) releasedBefore(item map[string]types.AttributeValue, deleteLock bool) bool {
+// condition, shows that an earlier send of this release (whose answer was
+// lost) took effect: the item is marked released and still names this
+// owner and fencing token; or, while this holder's lease has not run out,
+// it is gone, or another client acquired it since (a higher fencing token).
+// No client of this package takes a live lease over, so within the lease
+// only this release can have freed it. An item rewritten by another tool
+// (no higher token) is a loss.
+func (l *Lock) releasedBefore(item map[string]types.AttributeValue) bool {
+	if l.lapsed(time.Now()) {
+		return false
+	}
 	if len(item) == 0 {
-		return deleteLock && !l.lapsed(time.Now())
+		return true
 	}
 	rec, ours := l.ownItem(item)
-	return ours && rec.released
+	if ours {
+		return rec.released
+	}
+	return rec != nil && rec.fencingToken > l.FencingToken()
 }
 
 // forceRelease releases the item a read-only view of this client's own owner
@@ -157,7 +181,7 @@ func (c *Client) forceRelease(ctx context.Context, l *Lock, o *releaseLockOption
 		return false, ErrLockAlreadyReleased
 	}
 	deleteLock := o.deleteLock != nil && *o.deleteLock
-	if err := c.sendRelease(ctx, l, deleteLock, o.data); err != nil {
+	if err := c.sendRelease(ctx, l, deleteLock, o.data, new(atomic.Int32)); err != nil {
 		return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err)
 	}
 	l.log(slog.LevelInfo, "lock released")
@@ -167,7 +191,8 @@ func (c *Client) forceRelease(ctx context.Context, l *Lock, o *releaseLockOption
 // sendRelease sends the one conditional write that releases l: conditioned
 // on this owner and the RVNs the item may carry. It removes the stored
 // expiry, so that no later reader trusts it.
-func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data []byte) error {
+func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data []byte, attempts *atomic.Int32) error {
+	count := countAttempts(attempts)
 	b := newExprBuilder()
 	l.mu.Lock()
 	cond := l.conditionLocked(b, "")
@@ -181,7 +206,7 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 			ExpressionAttributeNames:            b.names,
 			ExpressionAttributeValues:           b.values,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
+		}, count)
 		c.metrics.call(ctx, "DeleteItem")
 		return err
 	}
@@ -190,7 +215,22 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
 	}
 	update += " REMOVE " + expiryAttrs(b)
-	_, err = c.db.UpdateItem(ctx, c.guardedUpdate(l.itemKey(), b, update, cond))
+	_, err = c.db.UpdateItem(ctx, c.guardedUpdate(l.itemKey(), b, update, cond), count)
 	c.metrics.call(ctx, "UpdateItem")
 	return err
+}
+
+// countAttempts adds to n once per HTTP attempt of the call (after the
+// SDK's retry step). A DynamoDBClient that ignores the SDK's options leaves
+// n at 0, which counts as "unknown".
+func countAttempts(n *atomic.Int32) func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("dynamolockCountAttempts",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					n.Add(1)
+					return next.HandleFinalize(ctx, in)
+				}), middleware.After)
+		})
+	}
 }

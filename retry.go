@@ -102,11 +102,15 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // jitter returns a random duration in [0, d*percent/100).
 func jitter(d time.Duration, percent int) time.Duration {
-	span := d / 100 * time.Duration(percent)
-	if span < 1 {
+	return randomUpTo(d / 100 * time.Duration(percent))
+}
+
+// randomUpTo returns a random duration in [0, d), or 0.
+func randomUpTo(d time.Duration) time.Duration {
+	if d < 1 {
 		return 0
 	}
-	return rand.N(span)
+	return rand.N(d)
 }
 
 // satAdd adds two non-negative durations, saturating instead of

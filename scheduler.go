@@ -49,7 +49,8 @@ type scheduler struct {
 	cancel    context.CancelFunc
 	stopped   chan struct{}  // closed when the loop returns
 	beats     sync.WaitGroup // heartbeats in flight
-	callbacks sync.WaitGroup // running session-monitor callbacks
+	cbRunning int            // session-monitor callbacks running; guarded by mu
+	cbIdle    chan struct{}  // closed when cbRunning drops to zero; guarded by mu
 
 	// Owned by the loop goroutine.
 	entries map[*Lock]*entry
@@ -105,15 +106,11 @@ func (s *scheduler) stop(ctx context.Context) error {
 		<-s.stopped
 	}
 	s.beats.Wait() // each beat ends with s.ctx, which is cancelled
-	idle := make(chan struct{})
-	go func() {
-		s.callbacks.Wait()
-		close(idle)
-	}()
-	select {
-	case <-idle:
+	s.mu.Lock()
+	idle := s.cbIdle
+	s.mu.Unlock()
+	if idle == nil {
 		return nil
-	default:
 	}
 	select {
 	case <-idle:
@@ -121,6 +118,27 @@ func (s *scheduler) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("dynamolock: close: session monitor callbacks still running: %w", ctx.Err())
 	}
+}
+
+// runCallback runs a session monitor's callback in a goroutine of its own,
+// counted so that stop can wait for it.
+func (s *scheduler) runCallback(f func()) {
+	s.mu.Lock()
+	if s.cbRunning++; s.cbIdle == nil {
+		s.cbIdle = make(chan struct{})
+	}
+	s.mu.Unlock()
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			if s.cbRunning--; s.cbRunning == 0 {
+				close(s.cbIdle)
+				s.cbIdle = nil
+			}
+			s.mu.Unlock()
+		}()
+		f()
+	}()
 }
 
 func (s *scheduler) loop() {
@@ -227,7 +245,7 @@ func (s *scheduler) fire(e *entry, now time.Time) {
 		l.lose(ErrLeaseExpired, nil)
 	default:
 		if callback != nil {
-			s.callbacks.Go(callback)
+			s.runCallback(callback)
 		}
 		if beatDue {
 			e.queued = true

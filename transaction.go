@@ -79,18 +79,22 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	}
 	c := l.client
 	b := newExprBuilder()
-	rvn := newRVN()
-	created := time.Now()
 	l.mu.Lock()
+	l.renewal.built++
+	w := &renewal{seq: l.renewal.built, rvn: newRVN(), sent: time.Now(), lease: l.leaseDuration}
 	// Heartbeats whose answer was lost may have moved the RVN: accept them.
-	cond := l.conditionLocked(b, rvn)
+	cond := l.conditionLocked(b, w.rvn)
 	if l.fencingToken > 0 {
 		cond += " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken))
 	}
-	lease := l.leaseDuration
+	// The caller may send it at any time, and its answer may be lost.
+	moved := l.mayLandLocked(w)
 	l.mu.Unlock()
-	update := "SET #v = :v, " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease))) +
-		c.expirySets(b, created, lease, rvn)
+	if moved {
+		c.sched.notify(l)
+	}
+	update := "SET #v = :v, " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(w.lease))) +
+		c.expirySets(b, w.sent, w.lease, w.rvn)
 	item := types.TransactWriteItem{Update: &types.Update{
 		TableName:                           aws.String(c.tableName),
 		Key:                                 l.itemKey(),
@@ -103,7 +107,7 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	return item, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 		if err == nil {
 			// The lease counts from before the transaction was sent.
-			l.renewed(rvn, created, lease, nil)
+			l.renewed(w)
 			return out, err
 		}
 		var tce *types.TransactionCanceledException
@@ -158,7 +162,7 @@ func (l *Lock) checkStillOurs() {
 	if err != nil {
 		return
 	}
-	if rec, ours := l.ownItem(out.Item); !ours || rec.released {
+	if _, ours := l.ownItem(out.Item); !ours { // released by this acquisition is a release, not a loss
 		l.lose(ErrLockTakenOver, errors.New("dynamolock: a guarded transaction was cancelled and the lock item is no longer this acquisition's"))
 	}
 }

@@ -22,9 +22,14 @@ case "${DYNAMODB_ENDPOINT:-}" in
     exit 1
     ;;
 esac
-# Nothing else may point lock-example elsewhere, nor send real credentials.
+# Nothing else may point lock-example elsewhere, nor send real credentials:
+# lock-example asks the AWS SDK's default chain for credentials first (the
+# shared files, SSO, container and instance roles) and uses dummy ones for
+# DynamoDB Local only when the chain has none.
 unset AWS_ENDPOINT_URL AWS_ENDPOINT_URL_DYNAMODB AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY \
-  AWS_ACCESS_KEY AWS_SECRET_KEY AWS_SESSION_TOKEN AWS_PROFILE
+  AWS_ACCESS_KEY AWS_SECRET_KEY AWS_SESSION_TOKEN AWS_PROFILE AWS_CONTAINER_CREDENTIALS_FULL_URI \
+  AWS_CONTAINER_CREDENTIALS_RELATIVE_URI AWS_WEB_IDENTITY_TOKEN_FILE AWS_ROLE_ARN
+export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true
 export DYNAMODB_ENDPOINT
 
 if [[ -t 1 ]]; then bold=$'\033[1m' off=$'\033[0m'; else bold="" off=""; fi
@@ -46,7 +51,9 @@ trap 'exit 143' TERM
 
 say "building lock-example"
 go build -o "$work/lock-example" ./cmd/lock-example
-le() { "$work/lock-example" --table demo-locks "$@"; }
+# Every lock-example run is bounded (SIGTERM after 90 s, SIGKILL 5 s later),
+# so every wait below for one is bounded too.
+le() { timeout -k 5 90 "$work/lock-example" --table demo-locks "$@"; }
 
 say "DynamoDB Local at $DYNAMODB_ENDPOINT: creating the lock table"
 le create-table

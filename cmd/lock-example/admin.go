@@ -47,9 +47,30 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		cfg.sortKey += "=" + anySortKey
 	}
 
+	if cfg.watch < 0 {
+		logf("%v", &usageError{"--watch", cfg.watch, "must not be negative"})
+		return exitSetup
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	client, db, err := cfg.newClient(stderr, dynamolock.DisableHeartbeat())
+	db, err := newDynamoDB(ctx, os.Getenv)
+	if err != nil {
+		logf("%v", err)
+		return exitSetup
+	}
+	if sub == "list" && cfg.sortKey == "" {
+		// Without the sort key's name, the locks of one partition key
+		// could not be told apart: ask the table for it.
+		name, err := tableSortKey(ctx, db, cfg.table)
+		if err != nil {
+			logf("%v", err)
+			return exitSetup
+		}
+		if name != "" {
+			cfg.sortKey = name + "=" + anySortKey
+		}
+	}
+	client, err := cfg.newClientFor(db, stderr, dynamolock.DisableHeartbeat())
 	if err != nil {
 		logf("%v", err)
 		return exitSetup
@@ -62,7 +83,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 
 	switch sub {
 	case "create-table":
-		created, err := createTable(ctx, cfg, client, db)
+		created, err := createTable(ctx, cfg, client)
 		if err != nil {
 			logf("%v", err)
 			return exitSetup
@@ -81,6 +102,22 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		return listLocks(ctx, cfg, client, filter, stdout, stderr)
 	}
 
+	if sub == "show" {
+		o, err := watchLock(ctx, cfg, client, args[0])
+		switch {
+		case err != nil:
+			logf("%v", err)
+			return exitSetup
+		case o == nil:
+			logf("no lock %q in table %q", args[0], cfg.table)
+			return exitNoSuchKey
+		}
+		if err := printLock(stdout, o.lock, o, cfg.watch, cfg.json); err != nil {
+			logf("%v", err)
+			return exitSetup
+		}
+		return exitOK
+	}
 	view, err := client.GetWithContext(ctx, args[0])
 	switch {
 	case err != nil:
@@ -89,12 +126,6 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 	case view.OwnerName() == "":
 		logf("no lock %q in table %q", args[0], cfg.table)
 		return exitNoSuchKey
-	case sub == "show":
-		if err := printLock(stdout, view, cfg.json); err != nil {
-			logf("%v", err)
-			return exitSetup
-		}
-		return exitOK
 	case view.IsReleased():
 		fmt.Fprintf(stdout, "lock %q is already released\n", args[0])
 		return exitOK
@@ -118,39 +149,32 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 	return exitOK
 }
 
+// tableSortKey returns the name of the table's sort key, or "" if it has
+// none.
+func tableSortKey(ctx context.Context, db *dynamodb.Client, table string) (string, error) {
+	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return "", fmt.Errorf("describing table %q: %w", table, err)
+	}
+	for _, k := range out.Table.KeySchema {
+		if k.KeyType == types.KeyTypeRange {
+			return aws.ToString(k.AttributeName), nil
+		}
+	}
+	return "", nil
+}
+
 // ensureTable creates the table unless it exists.
-func ensureTable(ctx context.Context, cfg *config, client *dynamolock.Client, db *dynamodb.Client) error {
-	_, err := createTable(ctx, cfg, client, db)
+func ensureTable(ctx context.Context, cfg *config, client *dynamolock.Client) error {
+	_, err := createTable(ctx, cfg, client)
 	return err
 }
 
-// createTable creates the table and waits until it is ACTIVE. It reports
-// false when the table already existed.
-func createTable(ctx context.Context, cfg *config, client *dynamolock.Client, db *dynamodb.Client) (bool, error) {
-	exists, err := client.TableExists(ctx)
-	if err != nil || exists {
-		return false, err
-	}
-	_, err = client.CreateTableWithContext(ctx, cfg.table)
-	var inUse *types.ResourceInUseException
-	if !errors.As(err, &inUse) {
-		return err == nil, err
-	}
-	// Someone else is creating it right now: wait until it can be used.
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(cfg.table)})
-		if err != nil {
-			return false, fmt.Errorf("waiting for table %q: %w", cfg.table, err)
-		}
-		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, fmt.Errorf("waiting for table %q: %w", cfg.table, ctx.Err())
-		case <-time.After(wait):
-		}
-	}
+// createTable creates the table unless it exists, waits until it is ACTIVE,
+// and checks an existing table's key schema. It reports false when the
+// table already existed.
+func createTable(ctx context.Context, cfg *config, client *dynamolock.Client) (bool, error) {
+	return client.CreateTableIfNotExistsWithContext(ctx, cfg.table)
 }
 
 // lockJSON is a lock as list --json and show --json print it.
@@ -164,10 +188,18 @@ type lockJSON struct {
 	RecordVersionNumber string `json:"recordVersionNumber"`
 	DataSize            int    `json:"dataSize"`
 	Data                []byte `json:"data,omitempty"` // base64
+	// With --watch: how long the lock was watched, how long its record
+	// version number was seen unchanged, and, if a renewal was seen, how
+	// long ago at most the last one happened.
+	WatchedFor     string `json:"watchedFor,omitempty"`
+	UnchangedFor   string `json:"unchangedFor,omitempty"`
+	RenewedWithin  string `json:"renewedWithin,omitempty"`
+	RenewalsSeen   int    `json:"renewalsSeen,omitempty"`
+	ObservedStatus string `json:"observed,omitempty"`
 }
 
-func toJSON(l *dynamolock.Lock) lockJSON {
-	return lockJSON{
+func toJSON(l *dynamolock.Lock, o *observed, watch time.Duration) lockJSON {
+	j := lockJSON{
 		Key:                 l.PartitionKey(),
 		SortKey:             l.SortKey(),
 		Owner:               l.OwnerName(),
@@ -178,15 +210,25 @@ func toJSON(l *dynamolock.Lock) lockJSON {
 		DataSize:            len(l.Data()),
 		Data:                l.Data(),
 	}
+	if o != nil && watch > 0 {
+		j.WatchedFor = round(o.last.Sub(o.first)).String()
+		j.UnchangedFor = round(o.unchangedFor()).String()
+		if d, ok := o.renewedWithin(); ok {
+			j.RenewedWithin = round(d).String()
+		}
+		j.RenewalsSeen = o.renewals
+		j.ObservedStatus = o.summary()
+	}
+	return j
 }
 
-func printLock(w io.Writer, l *dynamolock.Lock, asJSON bool) error {
+func printLock(w io.Writer, l *dynamolock.Lock, o *observed, watch time.Duration, asJSON bool) error {
+	j := toJSON(l, o, watch)
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(toJSON(l))
+		return enc.Encode(j)
 	}
-	j := toJSON(l)
 	row := func(k string, v any) { fmt.Fprintf(w, "%-15s %v\n", k+":", v) }
 	row("key", j.Key)
 	if j.SortKey != "" {
@@ -200,6 +242,9 @@ func printLock(w io.Writer, l *dynamolock.Lock, asJSON bool) error {
 	row("data size", j.DataSize)
 	if j.DataSize > 0 {
 		row("data", dataText(j.Data))
+	}
+	if j.ObservedStatus != "" {
+		row("seen in "+j.WatchedFor, j.ObservedStatus)
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func TestInspection(t *testing.T) {
 	}
 
 	wantCode(t, runTool(t, flagsFor(table, "--data", "x", "a", "true")...), exitOK)
-	wantCode(t, runTool(t, flagsFor(table, "--owner", "host-b", "b", "sh", "-c", "exit 2")...), 2)
+	putLock(t, table, "b", "host-b", "3s") // a holder that died
 
 	p = runTool(t, "--table", table, "list", "--json")
 	wantCode(t, p, exitOK)
@@ -92,6 +92,16 @@ func TestSortKey(t *testing.T) {
 	}
 	if len(locks) != 2 || locks[0].SortKey != "a" || locks[1].SortKey != "b" {
 		t.Errorf("list --json: %+v", locks)
+	}
+	// Without --sort-key, list asks the table for its sort key.
+	p = runTool(t, "--table", table, "list", "--json")
+	wantCode(t, p, exitOK)
+	locks = nil
+	if err := json.Unmarshal([]byte(p.stdout.String()), &locks); err != nil {
+		t.Fatal(err)
+	}
+	if len(locks) != 2 || locks[0].SortKey != "a" || locks[1].SortKey != "b" {
+		t.Errorf("list --json without --sort-key: %+v", locks)
 	}
 	p = runTool(t, "--table", table, "--sort-key", "scope=b", "list", "--json")
 	wantCode(t, p, exitOK)

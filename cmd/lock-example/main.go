@@ -43,8 +43,8 @@ const (
 const usageText = `Usage:
   lock-example [flags] <lock-name> <command> [args...]
   lock-example [flags] create-table
-  lock-example [flags] list [--json]
-  lock-example [flags] show [--json] <lock-name>
+  lock-example [flags] list [--json] [--watch D]
+  lock-example [flags] show [--json] [--watch D] <lock-name>
   lock-example [flags] force-release --owner <owner> <lock-name>
 
 Runs <command> while holding the lock <lock-name> in a DynamoDB table, so
@@ -52,36 +52,60 @@ that it never runs in two places at once: a cron job that must run on one
 host at a time, a deploy step that must never overlap.
 
 The command is run directly (no shell: write sh -c '...' for one), with
-stdin, stdout and stderr passed through, in its own process group. SIGINT,
+stdin, stdout and stderr passed through, in a process group of its own (the
+job); in the foreground of a terminal, the job gets the terminal. SIGINT,
 SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to lock-example are
-forwarded to that group. The command's environment also holds
-DYNAMOLOCK_NAME, DYNAMOLOCK_OWNER and DYNAMOLOCK_FENCING_TOKEN: the token
-grows by one with every acquisition of the lock, so stores that remember
-the highest token seen can reject a writer that lost the lock.
+forwarded to the job. Its environment also holds DYNAMOLOCK_NAME,
+DYNAMOLOCK_OWNER and DYNAMOLOCK_FENCING_TOKEN (see Fencing below).
 
-While the command runs, the lock is renewed every --heartbeat. If the lock
-is lost (another owner took it, or DynamoDB could not be reached before the
-lease ran out), the command's process group gets SIGTERM, then SIGKILL after
---kill-grace, and lock-example exits with 76.
+What lock-example guarantees, for every process of the job:
+  - While the job runs, lock-example renews the lock every --heartbeat.
+  - Lock lost (taken over, force-released): the job gets SIGTERM, then
+    SIGKILL after --kill-grace; exit 76.
+  - Renewals failing (DynamoDB unreachable): once they have failed for
+    --lease minus --kill-grace minus a margin of a tenth of the lease, the
+    job gets SIGTERM, and SIGKILL one margin before the lease runs out: it
+    is dead before another host can take the lock over; exit 76.
+  - lock-example killed (SIGKILL, out of memory, crash): a guardian process
+    kills the whole job at once.
+  - The command exits: processes it left in the job get SIGTERM, then
+    SIGKILL after --kill-grace; the lock is released once they are gone
+    (if any outlives SIGKILL by 5s, after one more lease, renewed).
+  - Ctrl-Z, under a shell with job control: the whole job (SIGSTOP) and
+    lock-example stop together; fg or bg continues the job only once a
+    renewal of the lock has succeeded, else the job is killed (exit 76).
+    Without job control, a stopped job is left stopped, its lock renewed.
+Not guaranteed: a process that leaves the job's process group (setsid,
+setpgid, a daemon that detaches) is not followed and can outlive the lock,
+as can anything the job starts elsewhere (at, systemd-run, ssh, a container
+engine). lock-example stopped alone by SIGSTOP (not Ctrl-Z), or a host
+frozen for longer than the margin, can let the job run on past the lease.
 
-When the command ends, lock-example exits with the command's own status.
-On success the lock is released; the item stays, with the --data of this
-run readable through show and list. When the command fails (non-zero
-status, or killed by a signal), the lock is kept until its lease runs out,
-so that a failed job is not at once run again elsewhere; --release-on-error
-releases it instead.
+Fencing: DYNAMOLOCK_FENCING_TOKEN grows with every acquisition of the lock.
+A lease cannot stop a writer that was paused or cut off after the lock
+passed on; a store that remembers the highest token it has seen and
+rejects writes carrying a lower one can. Pass it with every write that
+must never come from two holders.
+
+When the command ends, lock-example exits with its status. On success the
+lock is released; the item stays, with the --data of this run readable
+through show and list. When it fails (non-zero status, or killed by a
+signal), the lock is kept for one more lease, renewed, so that a failed job
+is not at once run again elsewhere, then released, and lock-example exits;
+SIGINT, SIGTERM, SIGHUP or SIGQUIT end that wait early. --release-on-error
+releases it at once.
 
 A held lock makes lock-example exit at once with 75, unless
 --wait-for-lock: then it waits until the lock is released, or taken over
-because its holder stopped renewing it, for at most --timeout. A holder that
-died without releasing is noticed only by watching the lock unchanged for a
-full lease: a run without --wait-for-lock (or with a --timeout shorter than
-the holder's lease) keeps exiting with 75 until force-release removes it.
+because its holder stopped renewing it (seen unchanged for the holder's
+whole lease), for at most --timeout. If DynamoDB fails for a whole --lease
+while waiting, lock-example exits with 125.
 
 Exit status:
   0-255  the command's own status (128+N when a signal N killed it)
   75     the lock is busy (no --wait-for-lock), or --timeout passed while waiting
-  76     the lock was lost while the command ran; the command was stopped
+  76     the lock was lost, or could not be renewed in time, while the
+         command ran; the command was stopped
   125    usage or setup error: bad flags, table missing, DynamoDB unreachable
          (also when found out while waiting: never reported as 75)
   126    the command could not be started
@@ -92,21 +116,27 @@ Exit status:
 Subcommands (a lock named like one is run with: lock-example [flags] -- <lock-name> <command>):
   create-table   create the table (and its sort key with --sort-key NAME);
                  an existing table is not an error
-  list           list every lock: key, sort key, owner, lease, released,
-                 fencing token, data size; --json prints a JSON array
+  list           list every lock: key, sort key (the table's, found with
+                 DescribeTable), owner, lease, released, fencing token, data
+                 size; --json prints a JSON array
   show           print one lock, with its data; --json prints a JSON object
   force-release  release a lock whose holder died; --owner must name its
                  current owner, as list and show print it. A live holder loses
                  the lock at its next heartbeat.
+  With --watch D, list and show read the locks again for D and say of each
+  whether its record version number changed (the holder renewed it, and
+  when at the latest) or for how long it did not: a holder that renewed
+  nothing for its whole lease is dead or cut off. No clock is compared.
 
 DynamoDB endpoint and credentials:
   DYNAMODB_ENDPOINT, else AWS_ENDPOINT_URL_DYNAMODB, else AWS_ENDPOINT_URL
   (unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true), else DynamoDB in
   the region. Region and credentials come from the AWS SDK's default chain:
   AWS_REGION, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the
-  shared config files, SSO, container and instance roles. With an endpoint
-  set and no region, keys or profile, region us-east-1 and dummy
-  credentials are used, as DynamoDB Local accepts any.
+  shared config files, SSO, container and instance roles. Only for an
+  endpoint on this machine (localhost, 127.0.0.0/8, ::1: DynamoDB Local)
+  does lock-example fill in what the chain lacks: region us-east-1 and
+  dummy credentials.
 
 Examples:
   # Run the nightly backup on one host only; another host skips it (exit 75).
@@ -122,6 +152,10 @@ Examples:
 
 Flags:
 `
+
+// roleEnv, in lock-example's environment, selects one of the hidden roles
+// lock-example re-executes itself in (see guardian_unix.go).
+const roleEnv = "LOCK_EXAMPLE_INTERNAL_ROLE"
 
 var subcommands = []string{"create-table", "list", "show", "force-release"}
 
@@ -140,6 +174,7 @@ type config struct {
 	releaseOnError bool
 	createTable    bool
 	json           bool
+	watch          time.Duration
 	verbose        bool
 }
 
@@ -155,10 +190,11 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "longest wait for the lock; implies --wait-for-lock (0: no limit)")
 	fs.DurationVar(&cfg.lease, "lease", dynamolock.DefaultLeaseDuration, "lease duration: how long the lock outlives its last heartbeat")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 0, "heartbeat period, at most half the lease (0: a quarter of --lease)")
-	fs.DurationVar(&cfg.killGrace, "kill-grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
-	fs.BoolVar(&cfg.releaseOnError, "release-on-error", false, "release the lock also when the command fails (default: keep it until the lease runs out)")
+	fs.DurationVar(&cfg.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL when the command must stop (0: a quarter of --lease);\nless than --lease minus --heartbeat minus a fifth of --lease")
+	fs.BoolVar(&cfg.releaseOnError, "release-on-error", false, "release the lock at once also when the command fails (default: keep it, renewed, for one more lease)")
 	fs.BoolVar(&cfg.createTable, "create-table", false, "create the table first if it does not exist")
 	fs.BoolVar(&cfg.json, "json", false, "list, show: print JSON")
+	fs.DurationVar(&cfg.watch, "watch", 0, "list, show: read the locks again until this much time has passed, and say which\nwere renewed meanwhile (a holder that renews none for its lease is dead or cut off)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "log lock events to stderr")
 	// flag calls Usage on every parse error; run prints the help itself.
 	fs.Usage = func() {}
@@ -173,6 +209,9 @@ func printHelp(fs *flag.FlagSet, w io.Writer) {
 }
 
 func main() {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(runRole(role))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -233,27 +272,87 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// usageError is a bad flag value or combination, found before any
+// DynamoDB call; lock-example exits with 125 on it.
+type usageError struct {
+	flag   string // the flag, as written on the command line
+	value  any
+	reason string
+}
+
+func (e *usageError) Error() string {
+	return fmt.Sprintf("%s %v: %s", e.flag, e.value, e.reason)
+}
+
+// timings are the lease arithmetic of a run, derived from the flags.
+type timings struct {
+	lease     time.Duration // --lease
+	heartbeat time.Duration // --heartbeat, or a quarter of the lease
+	killGrace time.Duration // --kill-grace, or a quarter of the lease
+	// margin is how long before the end of the lease (by lock-example's own
+	// clock, which starts counting before the renewing write is sent) the
+	// command must be dead: time for SIGKILL to take effect, for a
+	// scheduler delay, and for clocks that run at slightly different rates.
+	margin time.Duration
+}
+
+// stopAfter is how long renewals may fail before lock-example starts
+// stopping the command: SIGKILL then lands margin before the lease ends.
+func (t timings) stopAfter() time.Duration { return t.lease - t.killGrace - t.margin }
+
+// timings validates the duration flags and fills in their defaults.
+func (c *config) timings() (timings, error) {
+	t := timings{lease: c.lease, heartbeat: c.heartbeat, killGrace: c.killGrace}
+	if t.lease <= 0 {
+		return t, &usageError{"--lease", t.lease, "must be positive"}
+	}
+	if t.heartbeat == 0 {
+		t.heartbeat = t.lease / 4
+	}
+	switch {
+	case t.heartbeat <= 0:
+		return t, &usageError{"--heartbeat", t.heartbeat, "must be positive"}
+	case t.heartbeat > t.lease/2:
+		return t, &usageError{"--heartbeat", t.heartbeat, fmt.Sprintf("must be at most half of --lease %s", t.lease)}
+	case c.timeout < 0:
+		return t, &usageError{"--timeout", c.timeout, "must not be negative"}
+	case t.killGrace < 0:
+		return t, &usageError{"--kill-grace", t.killGrace, "must not be negative"}
+	}
+	if t.killGrace == 0 {
+		t.killGrace = t.lease / 4
+	}
+	t.margin = t.lease / 10
+	// A renewal is due every heartbeat: stopping must not begin before one
+	// has had the time to fail (plus the margin for its round trip).
+	if t.stopAfter() <= t.heartbeat+t.margin {
+		return t, &usageError{"--kill-grace", t.killGrace, fmt.Sprintf(
+			"does not fit in --lease %s: the command must be dead %s (a tenth of the lease) before the lease ends, "+
+				"and stopping it may begin only after renewals failed for over --heartbeat %s plus that margin; "+
+				"it must be less than %s (or use a longer --lease or a shorter --heartbeat)",
+			t.lease, t.margin, t.heartbeat, max(0, t.lease-t.heartbeat-2*t.margin))}
+	}
+	return t, nil
+}
+
 // clientOptions turns the flags into the lock client's options.
 func (c *config) clientOptions(stderr io.Writer) ([]dynamolock.ClientOption, error) {
+	t, err := c.timings()
+	if err != nil {
+		return nil, err
+	}
 	opts := []dynamolock.ClientOption{
 		dynamolock.WithPartitionKeyName(c.partitionKey),
-		dynamolock.WithLeaseDuration(c.lease),
+		dynamolock.WithLeaseDuration(t.lease),
+		dynamolock.WithHeartbeatPeriod(t.heartbeat),
 	}
-	hb := c.heartbeat
-	if hb == 0 {
-		hb = c.lease / 4
-	}
-	if hb <= 0 {
-		return nil, fmt.Errorf("--heartbeat %s: must be positive", hb)
-	}
-	opts = append(opts, dynamolock.WithHeartbeatPeriod(hb))
 	if c.owner != "" {
 		opts = append(opts, dynamolock.WithOwnerName(c.owner))
 	}
 	if c.sortKey != "" {
 		name, value, ok := strings.Cut(c.sortKey, "=")
 		if !ok || name == "" || value == "" {
-			return nil, fmt.Errorf("--sort-key %q: want NAME=VALUE", c.sortKey)
+			return nil, &usageError{"--sort-key", fmt.Sprintf("%q", c.sortKey), "want NAME=VALUE"}
 		}
 		opts = append(opts, dynamolock.WithSortKey(name, value))
 	}
@@ -265,17 +364,25 @@ func (c *config) clientOptions(stderr io.Writer) ([]dynamolock.ClientOption, err
 
 // newClient connects to DynamoDB and builds a lock client from the flags.
 func (c *config) newClient(stderr io.Writer, extra ...dynamolock.ClientOption) (*dynamolock.Client, *dynamodb.Client, error) {
-	opts, err := c.clientOptions(stderr)
-	if err != nil {
-		return nil, nil, err
+	if _, err := c.clientOptions(stderr); err != nil {
+		return nil, nil, err // bad flags are reported before the AWS configuration is read
 	}
 	db, err := newDynamoDB(context.Background(), os.Getenv)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := dynamolock.New(db, c.table, append(opts, extra...)...)
+	client, err := c.newClientFor(db, stderr, extra...)
 	if err != nil {
 		return nil, nil, err
 	}
 	return client, db, nil
+}
+
+// newClientFor builds a lock client on db from the flags.
+func (c *config) newClientFor(db *dynamodb.Client, stderr io.Writer, extra ...dynamolock.ClientOption) (*dynamolock.Client, error) {
+	opts, err := c.clientOptions(stderr)
+	if err != nil {
+		return nil, err
+	}
+	return dynamolock.New(db, c.table, append(opts, extra...)...)
 }

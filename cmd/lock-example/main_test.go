@@ -134,9 +134,19 @@ func startTool(t *testing.T, args ...string) *proc {
 // startToolEnv is startTool with extra environment variables.
 func startToolEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return startToolAttr(t, env, nil, args...)
+}
+
+// startToolAttr is startToolEnv with process attributes (Setpgid: as a
+// shell with job control starts a job).
+func startToolAttr(t *testing.T, env []string, attr *syscall.SysProcAttr, args ...string) *proc {
+	t.Helper()
 	p := &proc{done: make(chan struct{})}
 	p.cmd = exec.Command(binPath, args...)
 	p.cmd.Env = append(childEnv(), env...)
+	p.cmd.SysProcAttr = attr
+	// A process left behind holding stdout must not keep Wait waiting.
+	p.cmd.WaitDelay = 2 * time.Second
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	p.started = time.Now()
@@ -171,6 +181,17 @@ func (p *proc) wait(t *testing.T) int {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("lock-example %q did not exit; stderr:\n%s", p.cmd.Args[1:], p.stderr.String())
+	}
+	return p.code
+}
+
+// waitExit waits until p has exited, at most timeout.
+func (p *proc) waitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("lock-example %q did not exit within %s; stderr:\n%s", p.cmd.Args[1:], timeout, p.stderr.String())
 	}
 	return p.code
 }
@@ -238,13 +259,25 @@ func tableName(t *testing.T) string {
 // hold acquires key in table from this test process, as another host would.
 func hold(t *testing.T, table, key string, lease time.Duration) (*dynamolock.Client, *dynamolock.Lock) {
 	t.Helper()
+	return acquireAs(t, table, key, lease, dynamolock.FailIfLocked())
+}
+
+// takeOver acquires key as another host would, waiting for a holder that
+// stopped renewing it.
+func takeOver(t *testing.T, table, key string, lease time.Duration) (*dynamolock.Client, *dynamolock.Lock) {
+	t.Helper()
+	return acquireAs(t, table, key, lease, dynamolock.WithAdditionalTimeToWaitForLock(20*time.Second))
+}
+
+func acquireAs(t *testing.T, table, key string, lease time.Duration, opt dynamolock.AcquireLockOption) (*dynamolock.Client, *dynamolock.Lock) {
+	t.Helper()
 	c, err := dynamolock.New(db, table, dynamolock.WithOwnerName("other-host"),
 		dynamolock.WithLeaseDuration(lease), dynamolock.WithHeartbeatPeriod(lease/4))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := c.AcquireLockWithContext(context.Background(), key, dynamolock.FailIfLocked())
+	l, err := c.AcquireLockWithContext(context.Background(), key, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,13 +288,19 @@ func hold(t *testing.T, table, key string, lease time.Duration) (*dynamolock.Cli
 // or misconfigured client might; the holder's next heartbeat finds it.
 func steal(t *testing.T, table, key string) {
 	t.Helper()
+	putLock(t, table, key, "thief", "20s")
+}
+
+// putLock writes a held lock item of owner, who does not renew it.
+func putLock(t *testing.T, table, key, owner, lease string) {
+	t.Helper()
 	_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{
 		TableName: aws.String(table),
 		Item: map[string]types.AttributeValue{
 			"key":                 &types.AttributeValueMemberS{Value: key},
-			"ownerName":           &types.AttributeValueMemberS{Value: "thief"},
-			"leaseDuration":       &types.AttributeValueMemberS{Value: "20s"},
-			"recordVersionNumber": &types.AttributeValueMemberS{Value: "stolen"},
+			"ownerName":           &types.AttributeValueMemberS{Value: owner},
+			"leaseDuration":       &types.AttributeValueMemberS{Value: lease},
+			"recordVersionNumber": &types.AttributeValueMemberS{Value: "rvn-of-" + owner},
 		},
 	})
 	if err != nil {
@@ -279,6 +318,21 @@ func show(t *testing.T, table, key string) lockJSON {
 		t.Fatalf("show --json: %v\n%s", err, p.stdout.String())
 	}
 	return l
+}
+
+// tryShow is show that reports false when there is no lock item key.
+func tryShow(t *testing.T, table, key string) (lockJSON, bool) {
+	t.Helper()
+	p := runTool(t, "--table", table, "show", "--json", key)
+	if p.code == exitNoSuchKey {
+		return lockJSON{}, false
+	}
+	wantCode(t, p, exitOK)
+	var l lockJSON
+	if err := json.Unmarshal([]byte(p.stdout.String()), &l); err != nil {
+		t.Fatalf("show --json: %v\n%s", err, p.stdout.String())
+	}
+	return l, true
 }
 
 // gone reports whether pid has exited (a zombie counts as exited).

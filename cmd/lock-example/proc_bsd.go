@@ -2,16 +2,11 @@
 
 package main
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
-// On Unix systems other than Linux the command keeps its own process group
-// but does not get the terminal, and nothing kills it if lock-example dies.
+// On Unix systems other than Linux, the guardian alone kills the command's
+// group when lock-example dies, and orphans of the group are reaped by init.
 
 func setParentDeathSignal(*syscall.SysProcAttr) {}
 
-func foregroundTerminal(*os.File) (int, bool) { return 0, false }
-
-func reclaimTerminal(int) {}
+func becomeSubreaper() {}

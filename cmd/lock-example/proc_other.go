@@ -3,28 +3,70 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"time"
 )
 
-// Without Unix process groups and signals, only an interrupt is forwarded
-// and a lost lock kills the command's first process at once.
+// Without Unix process groups and job control, only an interrupt is
+// forwarded, and a lost lock kills the command's first process (not its
+// children); nothing kills the command if lock-example dies.
 
 var forwardedSignals = []os.Signal{os.Interrupt}
 
-var (
-	sigTerm = os.Kill
-	sigKill = os.Kill
-)
+func ignoreTTOU() {}
 
-func prepareProcess(*exec.Cmd, *os.File) func() { return func() {} }
-
-func signalGroup(cmd *exec.Cmd, s os.Signal) {
-	if cmd.Process != nil {
-		_ = cmd.Process.Signal(s)
-	}
+func runRole(string) int {
+	fmt.Fprintln(os.Stderr, "lock-example: internal roles need Unix")
+	return exitSetup
 }
 
-func exitStatus(ps *os.ProcessState) int { return ps.ExitCode() }
-
 func signalNumber(os.Signal) int { return 2 }
+
+// superviseJob runs the command and stops it in time when the lock is lost
+// or not renewed.
+func (r *runner) superviseJob(k *keeper) outcome {
+	cmd := &exec.Cmd{Path: r.path, Args: r.argv, Stdin: r.stdin, Stdout: r.stdout, Stderr: r.stderr, Env: r.commandEnv(k)}
+	if err := cmd.Start(); err != nil {
+		r.logf("%v", err)
+		return outcome{code: exitCannotRun, notRun: true}
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	var o outcome
+	stopAt, _ := k.stopAt()
+	stopTimer := time.NewTimer(time.Until(stopAt))
+	defer stopTimer.Stop()
+	for {
+		select {
+		case <-exited:
+			o.code = cmd.ProcessState.ExitCode()
+			return o
+		case s := <-r.sigs:
+			_ = cmd.Process.Signal(s)
+		case <-k.changed:
+			if _, lost := k.state(); lost != nil && !o.lost {
+				o.lost = true
+				r.logf("%s; killing the command", describeLoss(r.name, lost))
+				_ = cmd.Process.Kill()
+			}
+			stopAt, _ := k.stopAt()
+			stopTimer.Reset(time.Until(stopAt))
+		case <-stopTimer.C:
+			stopAt, _ := k.stopAt()
+			if time.Now().Before(stopAt) {
+				stopTimer.Reset(time.Until(stopAt))
+				break
+			}
+			if !o.lost {
+				o.lost = true
+				r.logf("lock %q not renewed for %s; killing the command", r.name, r.t.stopAfter())
+				_ = cmd.Process.Kill()
+			}
+		}
+	}
+}

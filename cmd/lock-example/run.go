@@ -11,9 +11,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2"
 )
@@ -36,18 +39,20 @@ type runner struct {
 	sigs                  chan os.Signal // the signals to forward
 	client                *dynamolock.Client
 	db                    *dynamodb.Client
+	t                     timings
 }
 
 // runLocked runs argv while holding the lock name, as the usage text says,
 // and returns lock-example's exit status.
 func runLocked(cfg *config, name string, argv []string, stdin, stdout, stderr *os.File) int {
 	r := &runner{cfg: cfg, name: name, argv: argv, stdin: stdin, stdout: stdout, stderr: stderr}
-	if cfg.timeout < 0 || cfg.killGrace < 0 {
-		r.logf("--timeout and --kill-grace must not be negative")
+	var err error
+	if r.t, err = cfg.timings(); err != nil {
+		r.logf("%v", err)
 		return exitSetup
 	}
+	ignoreTTOU()
 	// Resolve the command before taking the lock: a typo must not hold it.
-	var err error
 	if r.path, err = exec.LookPath(argv[0]); err != nil {
 		r.logf("%v", err)
 		if errors.Is(err, fs.ErrPermission) {
@@ -61,7 +66,8 @@ func runLocked(cfg *config, name string, argv []string, stdin, stdout, stderr *o
 	signal.Notify(r.sigs, forwardedSignals...)
 	defer signal.Stop(r.sigs)
 
-	if r.client, r.db, err = cfg.newClient(stderr); err != nil {
+	// lock-example renews the lock itself (keeper), not the client.
+	if r.client, r.db, err = cfg.newClient(stderr, dynamolock.DisableHeartbeat()); err != nil {
 		r.logf("%v", err)
 		return exitSetup
 	}
@@ -105,13 +111,53 @@ func (r *runner) waitForLock() (*dynamolock.Lock, int) {
 		res <- acquired{l, busy, err}
 	}()
 	var a acquired
-	select {
-	case a = <-res:
-	case s := <-r.sigs:
-		cancel()
-		<-res // a lock granted meanwhile is released by Close
-		r.logf("%v while waiting for lock %q", s, r.name)
-		return nil, 128 + signalNumber(s)
+	// While waiting, DynamoDB is read every heartbeat period: failing for a
+	// whole lease, it counts as unreachable (125), not as a busy lock. The
+	// library's wait alone would retry for as long as it may wait.
+	var probe <-chan time.Time
+	if r.cfg.waitForLock || r.cfg.timeout > 0 {
+		t := time.NewTicker(r.t.heartbeat)
+		defer t.Stop()
+		probe = t.C
+	}
+	probed := make(chan error, 1)
+	probing := false
+	lastOK := time.Now()
+wait:
+	for {
+		select {
+		case a = <-res:
+			break wait
+		case s := <-r.sigs:
+			cancel()
+			<-res // a lock granted meanwhile is released by Close
+			r.logf("%v while waiting for lock %q", s, r.name)
+			return nil, 128 + signalNumber(s)
+		case <-probe:
+			if !probing {
+				probing = true
+				go func() {
+					pctx, pcancel := context.WithTimeout(ctx, r.t.heartbeat)
+					defer pcancel()
+					_, err := r.client.GetWithContext(pctx, r.name)
+					probed <- err
+				}()
+			}
+		case err := <-probed:
+			probing = false
+			var missing *types.ResourceNotFoundException
+			if err == nil || (r.cfg.createTable && errors.As(err, &missing)) { // --create-table may still be at work
+				lastOK = time.Now()
+			} else if time.Since(lastOK) >= r.t.lease {
+				cancel()
+				<-res
+				r.logf("DynamoDB failed for --lease %s while waiting for lock %q: %v", r.t.lease, r.name, err)
+				return nil, exitSetup
+			}
+		}
+	}
+	if probing {
+		<-probed
 	}
 	var held *dynamolock.LockHeldError
 	switch {
@@ -145,7 +191,7 @@ func (r *runner) waitForLock() (*dynamolock.Lock, int) {
 func (r *runner) acquire(ctx context.Context) (lock *dynamolock.Lock, busy bool, err error) {
 	cfg := r.cfg
 	if cfg.createTable {
-		if err := ensureTable(ctx, cfg, r.client, r.db); err != nil {
+		if err := ensureTable(ctx, cfg, r.client); err != nil {
 			return nil, false, err
 		}
 	}
@@ -178,96 +224,120 @@ func (r *runner) acquire(ctx context.Context) (lock *dynamolock.Lock, busy bool,
 	return nil, busy, err
 }
 
+// outcome is how the command's run ended.
+type outcome struct {
+	code     int  // the command's status, as a shell reports it
+	lost     bool // the lock was lost or not renewed in time: the command was stopped
+	notRun   bool // the command could not be started; code says why
+	leftover bool // processes of the command's group outlived SIGKILL
+}
+
+// commandEnv is the command's environment.
+func (r *runner) commandEnv(k *keeper) []string {
+	return append(os.Environ(),
+		"DYNAMOLOCK_NAME="+r.name,
+		"DYNAMOLOCK_OWNER="+r.client.OwnerName(),
+		"DYNAMOLOCK_FENCING_TOKEN="+strconv.FormatUint(k.lock.FencingToken(), 10))
+}
+
+func describeLoss(name string, err error) string {
+	return fmt.Sprintf("lock %q: %v", name, err)
+}
+
 // runCommand runs the command under the held lock and settles the lock
 // when it ends; it returns lock-example's exit status.
 func (r *runner) runCommand(lock *dynamolock.Lock) int {
-	cmd := &exec.Cmd{
-		Path:   r.path,
-		Args:   r.argv,
-		Stdin:  r.stdin,
-		Stdout: r.stdout,
-		Stderr: r.stderr,
-		Env: append(os.Environ(),
-			"DYNAMOLOCK_NAME="+r.name,
-			"DYNAMOLOCK_OWNER="+r.client.OwnerName(),
-			"DYNAMOLOCK_FENCING_TOKEN="+strconv.FormatUint(lock.FencingToken(), 10)),
-	}
-	restoreTerminal := prepareProcess(cmd, r.stdin)
-	if err := cmd.Start(); err != nil {
-		restoreTerminal()
-		r.logf("%v", err)
-		r.closeClient() // the command never ran: release the lock
-		if errors.Is(err, fs.ErrNotExist) {
-			return exitNotFound
-		}
-		return exitCannotRun
-	}
-	lost := r.supervise(cmd, lock)
-	restoreTerminal()
-	code := exitStatus(cmd.ProcessState)
-
-	if lost {
-		r.closeClient()
-		return exitLockLost
-	}
-	if code != 0 && !r.cfg.releaseOnError {
-		// Keep the lock until its lease runs out. Close would release it;
-		// exiting without it just ends the heartbeats.
-		if r.cfg.verbose {
-			r.logf("command failed: lock %q kept until its lease (%s) runs out", r.name, lock.LeaseDuration())
-		}
-		return code
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	k := newKeeper(r.client, lock, r.t)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if err := k.first(ctx); err != nil {
+		r.logf("lock %q could not be renewed after it was granted: %v; the command was not started", r.name, err)
+		r.closeClient()
+		if k.isLost(err) {
+			return exitLockLost
+		}
+		return exitSetup
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { k.run(ctx) })
+	stopKeeper := func() {
+		cancel()
+		wg.Wait()
+	}
+	defer stopKeeper()
+
+	o := r.superviseJob(k)
+	switch {
+	case o.notRun:
+		stopKeeper()
+		r.closeClient() // the command never ran: release the lock
+		return o.code
+	case o.lost:
+		stopKeeper()
+		r.closeClient() // releases the lock if it is still held after all
+		return exitLockLost
+	case o.leftover:
+		r.logf("keeping lock %q for one lease (%s), renewed, before releasing it", r.name, r.t.lease)
+		r.hold(k)
+	case o.code != 0 && !r.cfg.releaseOnError:
+		r.logf("the command failed (status %d): keeping lock %q for one lease (%s), renewed, before releasing it (--release-on-error releases it at once)",
+			o.code, r.name, r.t.lease)
+		r.hold(k)
+	}
+	stopKeeper()
+	if _, lost := k.state(); lost != nil {
+		r.logf("%s", describeLoss(r.name, lost))
+		r.closeClient()
+		return o.code
+	}
+	ctx, cancelRelease := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancelRelease()
 	if _, err := r.client.ReleaseLockWithContext(ctx, lock); err != nil {
-		if errors.Is(err, dynamolock.ErrLockLost) {
+		if errors.Is(err, dynamolock.ErrLockLost) && !o.lost && o.code == 0 {
 			r.logf("lock %q was lost before the command ended: %v", r.name, err)
 			r.closeClient()
 			return exitLockLost
 		}
-		r.logf("releasing lock %q: %v (it expires after its lease)", r.name, err)
+		r.logf("releasing lock %q: %v (it can be taken over once its lease has run out)", r.name, err)
 	}
 	r.closeClient()
-	return code
+	return o.code
 }
 
-// supervise waits for the command to end, forwarding signals to it and
-// stopping it when the lock is lost. It reports whether the lock was lost.
-func (r *runner) supervise(cmd *exec.Cmd, lock *dynamolock.Lock) (lost bool) {
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the status is read from cmd.ProcessState
-		close(exited)
-	}()
-	lockDone := lock.Done() // closes only on loss: the release comes after
-	var kill <-chan time.Time
+// hold keeps the lock, renewed, for one lease, so that a failed job is not
+// run again elsewhere at once; SIGINT, SIGTERM, SIGHUP or SIGQUIT end the
+// wait early. Then the caller releases it. Leaving it unreleased instead
+// would keep it held until someone waits a full lease for it or
+// force-releases it.
+func (r *runner) hold(k *keeper) {
+	t := time.NewTimer(r.t.lease)
+	defer t.Stop()
 	for {
 		select {
-		case <-exited:
-			if lost {
-				// Whatever the command left behind in its group got SIGTERM
-				// with it, and may not run on without the lock either.
-				signalGroup(cmd, sigKill)
+		case <-t.C:
+			return
+		case <-k.changed:
+			if _, lost := k.state(); lost != nil {
+				return
 			}
-			return lost
 		case s := <-r.sigs:
-			signalGroup(cmd, s)
-		case <-lockDone:
-			lockDone = nil
-			lost = true
-			r.logf("%v; stopping the command (SIGTERM, then SIGKILL after %s)", lock.Err(), r.cfg.killGrace)
-			signalGroup(cmd, sigTerm)
-			t := time.NewTimer(r.cfg.killGrace)
-			defer t.Stop()
-			kill = t.C
-		case <-kill:
-			kill = nil
-			signalGroup(cmd, sigKill)
+			if endsHold(s) {
+				r.logf("%v: releasing lock %q now", s, r.name)
+				return
+			}
 		}
 	}
 }
 
 func newLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// endsHold reports whether s ends hold early.
+func endsHold(s os.Signal) bool {
+	switch s {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+		return true
+	}
+	return false
 }

@@ -110,6 +110,11 @@ func TestExitCodes(t *testing.T) {
 		if !strings.Contains(p.stderr.String(), `"other-host"`) {
 			t.Errorf("stderr does not name the holder:\n%s", p.stderr.String())
 		}
+		// DynamoDB Local's answer to the failed condition must not make
+		// the SDK warn about its checksum.
+		if strings.Contains(p.stderr.String(), "checksum") {
+			t.Errorf("stderr has the SDK's checksum warning:\n%s", p.stderr.String())
+		}
 	})
 	t.Run("timeout", func(t *testing.T) {
 		t.Parallel()
@@ -249,17 +254,6 @@ func TestRelease(t *testing.T) {
 		if l2 := show(t, table, "data"); l2.FencingToken != l.FencingToken+1 || l2.DataSize != 0 {
 			t.Errorf("after a second run: %+v", l2)
 		}
-	})
-	t.Run("failure keeps the lock", func(t *testing.T) {
-		t.Parallel()
-		wantCode(t, runTool(t, flagsFor(table, "--owner", "host-b", "kept", "sh", "-c", "exit 1")...), 1)
-		if l := show(t, table, "kept"); l.Released || l.Owner != "host-b" {
-			t.Errorf("a failed run released the lock: %+v", l)
-		}
-		wantCode(t, runTool(t, flagsFor(table, "kept", "true")...), exitBusy)
-		// A waiting run takes it over once it has seen it unchanged for its
-		// lease (3s).
-		wantCode(t, runTool(t, flagsFor(table, "--timeout", "20s", "kept", "true")...), exitOK)
 	})
 	t.Run("failure with --release-on-error releases", func(t *testing.T) {
 		t.Parallel()

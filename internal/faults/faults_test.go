@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,102 +136,5 @@ func TestServiceErrorsRate(t *testing.T) {
 	}
 	if se.Injected() != uint64(failed) {
 		t.Fatalf("Injected %d, %d calls failed", se.Injected(), failed)
-	}
-}
-
-func TestProxyFaults(t *testing.T) {
-	srv, requests := fakeDynamoDB(t)
-	p, err := faults.NewProxy(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if !strings.HasPrefix(p.Endpoint(), "http://127.0.0.1:") {
-		t.Fatalf("endpoint %s", p.Endpoint())
-	}
-	db := client(p.Endpoint(), faults.Timeouts(300*time.Millisecond, 1, time.Millisecond))
-	ctx := context.Background()
-	if err := getItem(ctx, db); err != nil {
-		t.Fatalf("through a healthy proxy: %v", err)
-	}
-
-	// Cut: requests time out and never arrive.
-	if err := p.Cut(); err != nil {
-		t.Fatal(err)
-	}
-	before := requests.Load()
-	start := time.Now()
-	if err := getItem(ctx, db); err == nil {
-		t.Fatal("a call through a cut network succeeded")
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("the cut was noticed after %s", d)
-	}
-	if requests.Load() != before {
-		t.Fatal("a request got through a cut")
-	}
-	if err := p.Heal(); err != nil {
-		t.Fatal(err)
-	}
-	if err := getItem(ctx, db); err != nil {
-		t.Fatalf("after Heal: %v", err)
-	}
-
-	// Dropped responses: the request arrives, the answer does not.
-	if err := p.DropResponses(); err != nil {
-		t.Fatal(err)
-	}
-	before = requests.Load()
-	if err := getItem(ctx, db); err == nil {
-		t.Fatal("a call whose response was dropped succeeded")
-	}
-	if requests.Load() != before+1 {
-		t.Fatalf("%d requests arrived while responses were dropped; want 1", requests.Load()-before)
-	}
-	if err := p.Heal(); err != nil {
-		t.Fatal(err)
-	}
-
-	// Reset after the request landed.
-	if err := p.ResetResponses(0); err != nil {
-		t.Fatal(err)
-	}
-	before = requests.Load()
-	if err := getItem(ctx, db); err == nil {
-		t.Fatal("a call whose connection was reset succeeded")
-	}
-	if requests.Load() != before+1 {
-		t.Fatalf("%d requests arrived before the reset; want 1", requests.Load()-before)
-	}
-	if err := p.Heal(); err != nil {
-		t.Fatal(err)
-	}
-
-	// Refused: the port is closed until Heal, then the same address works.
-	addr := p.Addr()
-	p.Refuse()
-	if err := getItem(ctx, db); err == nil {
-		t.Fatal("a call to a refusing proxy succeeded")
-	}
-	if err := p.Heal(); err != nil {
-		t.Fatal(err)
-	}
-	if p.Addr() != addr {
-		t.Fatalf("address changed from %s to %s", addr, p.Addr())
-	}
-	if err := getItem(ctx, db); err != nil {
-		t.Fatalf("after Refuse and Heal: %v", err)
-	}
-
-	// Latency.
-	if _, err := p.Latency(faults.Downstream, 150*time.Millisecond, 0); err != nil {
-		t.Fatal(err)
-	}
-	start = time.Now()
-	if err := getItem(ctx, db); err != nil {
-		t.Fatalf("with latency: %v", err)
-	}
-	if d := time.Since(start); d < 140*time.Millisecond {
-		t.Fatalf("a call with 150 ms latency took %s", d)
 	}
 }

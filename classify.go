@@ -1,0 +1,283 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// unreachableWait bounds how long an acquisition keeps retrying calls that
+// cannot connect to DynamoDB at all: past it, the first such failure ends
+// the acquisition with a *ConnectionError. It does not depend on the lease,
+// so a wrong endpoint is reported in seconds, not after a lease.
+const unreachableWait = 5 * time.Second
+
+// KeyAttribute is one key attribute of a lock table's key schema.
+type KeyAttribute struct {
+	Name    string
+	KeyType types.KeyType             // HASH (partition key) or RANGE (sort key)
+	Type    types.ScalarAttributeType // S, N or B; "" when not known
+}
+
+func (k KeyAttribute) String() string {
+	role := "partition key"
+	if k.KeyType == types.KeyTypeRange {
+		role = "sort key"
+	}
+	if k.Type == "" {
+		return fmt.Sprintf("%s %q", role, k.Name)
+	}
+	return fmt.Sprintf("%s %q (%s)", role, k.Name, k.Type)
+}
+
+// KeySchemaError reports that the lock table's key schema is not the one
+// this client uses: DynamoDB rejected a call's key, or
+// [Client.CreateTableIfNotExists] found an existing table keyed otherwise.
+// It matches [ErrKeySchemaMismatch] with [errors.Is].
+type KeySchemaError struct {
+	Table    string
+	Expected []KeyAttribute // the key attributes this client uses (always type S)
+	Found    []KeyAttribute // the table's key schema; nil when it could not be read
+	Err      error          // DynamoDB's error, if any
+
+	options string // the options that set Expected
+}
+
+func (e *KeySchemaError) Error() string {
+	var b strings.Builder
+	options := e.options
+	if options == "" {
+		options = "WithPartitionKeyName and WithSortKey"
+	}
+	fmt.Fprintf(&b, "dynamolock: table %q is not keyed as this client expects: the client uses %s (%s)",
+		e.Table, describeKeys(e.Expected), options)
+	if e.Found != nil {
+		fmt.Fprintf(&b, "; the table has %s", describeKeys(e.Found))
+	} else {
+		b.WriteString("; the table's key schema could not be read (DescribeTable)")
+	}
+	fmt.Fprintf(&b, "; set %s to match the table, or use a table created for this client", options)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Is reports whether target is [ErrKeySchemaMismatch].
+func (e *KeySchemaError) Is(target error) bool { return target == ErrKeySchemaMismatch }
+
+// Unwrap returns DynamoDB's error.
+func (e *KeySchemaError) Unwrap() error { return e.Err }
+
+func describeKeys(keys []KeyAttribute) string {
+	parts := make([]string, 0, 2)
+	sort := false
+	for _, k := range keys {
+		parts = append(parts, k.String())
+		sort = sort || k.KeyType == types.KeyTypeRange
+	}
+	if !sort {
+		parts = append(parts, "no sort key")
+	}
+	return strings.Join(parts, " and ")
+}
+
+// ConnectionError reports that a call could not reach DynamoDB at all: the
+// connection was refused, the host name did not resolve, or the dial timed
+// out. Check the endpoint (BaseEndpoint, or the region) and the network.
+type ConnectionError struct {
+	Endpoint string // the URL called, or "region X" when only that is known
+	Err      error  // the SDK's error
+}
+
+func (e *ConnectionError) Error() string {
+	return fmt.Sprintf("dynamolock: could not reach DynamoDB at %s: %v", e.Endpoint, e.Err)
+}
+
+// Unwrap returns the SDK's error.
+func (e *ConnectionError) Unwrap() error { return e.Err }
+
+// keySchemaMessages are the texts with which DynamoDB (and DynamoDB Local)
+// reject a key that does not fit the table's key schema.
+var keySchemaMessages = []string{
+	"The provided key element does not match the schema",
+	"One of the required keys was not given a value",
+	"Type mismatch for key",
+	"The number of conditions on the keys is invalid",
+	"Missing the key",
+	"Query condition missed key schema element",
+	"Condition parameter type does not match schema type",
+}
+
+// Errors are classified where a call fails, not checked once at New: New
+// makes no call (and has no context), a check at New would cost every
+// program a DescribeTable and miss a table deleted or an endpoint lost
+// later, while classification costs nothing until a call fails and covers
+// every call. Only a key schema error pays one DescribeTable, to say what
+// the table has. CreateTableIfNotExists is the explicit check at start-up.
+//
+// classify turns a DynamoDB error into one that says what to do: a missing
+// table matches [ErrTableNotFound] naming the table and endpoint, a key the
+// table rejects becomes a *[KeySchemaError] (with one DescribeTable, on this
+// error path only, to tell what the table has), and a failure to connect a
+// *[ConnectionError] naming the endpoint. The SDK's error stays wrapped, so
+// errors.As to its types still works. Other errors, and nil, come back
+// unchanged.
+func (c *Client) classify(ctx context.Context, err error) error {
+	if err == nil || alreadyClassified(err) {
+		return err
+	}
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) {
+		return c.tableNotFound(err)
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		if ae.ErrorCode() == "ValidationException" && isKeySchemaMessage(ae.ErrorMessage()) {
+			return &KeySchemaError{Table: c.tableName, Expected: c.keySchema(), Found: c.describeKeySchema(ctx), Err: err}
+		}
+		return err
+	}
+	if isConnectionError(err) {
+		return &ConnectionError{Endpoint: c.endpointOf(err), Err: err}
+	}
+	return err
+}
+
+func alreadyClassified(err error) bool {
+	var kse *KeySchemaError
+	var ce *ConnectionError
+	return errors.Is(err, ErrTableNotFound) || errors.As(err, &kse) || errors.As(err, &ce)
+}
+
+func (c *Client) tableNotFound(err error) error {
+	if err == nil {
+		return fmt.Errorf("%w: %q at %s", ErrTableNotFound, c.tableName, c.endpointOf(nil))
+	}
+	return fmt.Errorf("%w: %q at %s (create it with CreateTableIfNotExists, or check the table name, region and endpoint): %w",
+		ErrTableNotFound, c.tableName, c.endpointOf(err), err)
+}
+
+func isKeySchemaMessage(msg string) bool {
+	for _, m := range keySchemaMessages {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// keySchema is the key schema this client reads and writes.
+func (c *Client) keySchema() []KeyAttribute {
+	keys := []KeyAttribute{{Name: c.partitionKeyName, KeyType: types.KeyTypeHash, Type: types.ScalarAttributeTypeS}}
+	if c.sortKeyDeclared {
+		keys = append(keys, KeyAttribute{Name: c.sortKeyName, KeyType: types.KeyTypeRange, Type: types.ScalarAttributeTypeS})
+	}
+	return keys
+}
+
+// describeKeySchema reads the table's key schema, or returns nil when the
+// client cannot DescribeTable or the call fails.
+func (c *Client) describeKeySchema(ctx context.Context) []KeyAttribute {
+	dt, ok := c.db.(describeTableAPI)
+	if !ok || ctx.Err() != nil {
+		return nil
+	}
+	out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.tableName)})
+	c.metrics.call(ctx, "DescribeTable")
+	if err != nil || out.Table == nil {
+		return nil
+	}
+	return tableKeySchema(out.Table)
+}
+
+// tableKeySchema lists a table's key attributes, partition key first, with
+// their types.
+func tableKeySchema(t *types.TableDescription) []KeyAttribute {
+	typeOf := make(map[string]types.ScalarAttributeType, len(t.AttributeDefinitions))
+	for _, d := range t.AttributeDefinitions {
+		typeOf[aws.ToString(d.AttributeName)] = d.AttributeType
+	}
+	keys := make([]KeyAttribute, 0, len(t.KeySchema))
+	for _, k := range t.KeySchema {
+		name := aws.ToString(k.AttributeName)
+		ka := KeyAttribute{Name: name, KeyType: k.KeyType, Type: typeOf[name]}
+		if k.KeyType == types.KeyTypeHash {
+			keys = append([]KeyAttribute{ka}, keys...)
+		} else {
+			keys = append(keys, ka)
+		}
+	}
+	return keys
+}
+
+// sameKeySchema reports whether two key schemas have the same attributes,
+// roles and (where both are known) types.
+func sameKeySchema(a, b []KeyAttribute) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].KeyType != b[i].KeyType || (a[i].Type != "" && b[i].Type != "" && a[i].Type != b[i].Type) {
+			return false
+		}
+	}
+	return true
+}
+
+// isConnectionError reports whether err means that no connection to
+// DynamoDB could be made: refused, unresolvable host, or a dial that failed
+// or timed out. An error on an established connection (a reset, a timeout
+// waiting for the answer) is not one: the call may have reached DynamoDB.
+func isConnectionError(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
+}
+
+// endpointOf names where the client sends its calls: the URL in err if the
+// HTTP client reported one, else the SDK client's BaseEndpoint, else its
+// region.
+func (c *Client) endpointOf(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	if o, ok := c.db.(interface{ Options() dynamodb.Options }); ok {
+		opts := o.Options()
+		if ep := aws.ToString(opts.BaseEndpoint); ep != "" {
+			return ep
+		}
+		if opts.Region != "" {
+			return "the DynamoDB endpoint of region " + opts.Region
+		}
+	}
+	return "the DynamoDB client's endpoint"
+}
+
+// unreachable reports whether an acquisition that started at start should
+// stop retrying err: it could not connect to DynamoDB, and the acquisition
+// has been going for unreachableWait or longer.
+func unreachable(err error, start time.Time) bool {
+	var ce *ConnectionError
+	return errors.As(err, &ce) && time.Since(start) >= unreachableWait
+}

@@ -1,0 +1,50 @@
+package dynamolock
+
+import "sync"
+
+// wakeups lets acquisitions waiting on a key that this client holds learn
+// at once that the lock ended here (released or lost), instead of at their
+// next poll. It changes nothing for waiters in other processes: they still
+// poll, and the woken waiter still has to win the same conditional write.
+type wakeups struct {
+	mu sync.Mutex
+	m  map[string]*wakeup
+}
+
+type wakeup struct {
+	ch   chan struct{} // closed when a lock on the key ends here
+	refs int
+}
+
+// watch returns a channel closed when a lock on key ends in this client,
+// and the function that stops watching.
+func (w *wakeups) watch(key string) (<-chan struct{}, func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = make(map[string]*wakeup)
+	}
+	u := w.m[key]
+	if u == nil {
+		u = &wakeup{ch: make(chan struct{})}
+		w.m[key] = u
+	}
+	u.refs++
+	return u.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if u.refs--; u.refs == 0 && w.m[key] == u {
+			delete(w.m, key)
+		}
+	}
+}
+
+// wake wakes every acquisition watching key.
+func (w *wakeups) wake(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if u := w.m[key]; u != nil {
+		close(u.ch)
+		delete(w.m, key)
+	}
+}

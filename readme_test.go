@@ -1,0 +1,136 @@
+package dynamolock_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's Go snippets from example_test.go")
+
+// snippetRegion matches a region of example_test.go that README.md shows:
+// the lines between "// snippet:NAME" and "// snippet:end".
+var snippetRegion = regexp.MustCompile(`(?ms)^[ \t]*// snippet:([a-z0-9-]+)\n(.*?)^[ \t]*// snippet:end\n`)
+
+// readmeGoBlock matches a Go block of README.md with the marker that names
+// its region: <!-- snippet:NAME --> on the line before the opening fence.
+var readmeGoBlock = regexp.MustCompile("(?ms)^(?:<!-- snippet:([a-z0-9-]+) -->\\n)?```go\\n(.*?)^```\\n")
+
+// exampleSnippets returns the regions of example_test.go, de-indented.
+func exampleSnippets(t *testing.T) map[string]string {
+	t.Helper()
+	src, err := os.ReadFile("example_test.go")
+	require.NoError(t, err)
+	snippets := map[string]string{}
+	for _, m := range snippetRegion.FindAllStringSubmatch(string(src), -1) {
+		require.NotContains(t, snippets, m[1], "two regions named %q", m[1])
+		snippets[m[1]] = dedent(m[2])
+	}
+	return snippets
+}
+
+// dedent removes the indentation common to every non-empty line.
+func dedent(s string) string {
+	lines := strings.Split(s, "\n")
+	prefix := ""
+	first := true
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		ind := l[:len(l)-len(strings.TrimLeft(l, "\t"))]
+		if first || len(ind) < len(prefix) {
+			prefix, first = ind, false
+		}
+	}
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, prefix)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Every Go block in README.md is a region of example_test.go, which CI
+// compiles and runs against DynamoDB Local: a README edit that is not made
+// in the example (or the reverse) fails here. To bring README.md in line
+// after changing an example: go test -run TestReadmeSnippets -update-readme
+func TestReadmeSnippets(t *testing.T) {
+	snippets := exampleSnippets(t)
+	require.NotEmpty(t, snippets)
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+
+	used := map[string]bool{}
+	var problems []string
+	out := readmeGoBlock.ReplaceAllStringFunc(string(readme), func(block string) string {
+		m := readmeGoBlock.FindStringSubmatch(block)
+		name, body := m[1], m[2]
+		if name == "" {
+			problems = append(problems, fmt.Sprintf("a Go block without a <!-- snippet:NAME --> marker:\n%s", body))
+			return block
+		}
+		want, ok := snippets[name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("README.md shows snippet %q, which example_test.go does not have", name))
+			return block
+		}
+		used[name] = true
+		if body != want {
+			problems = append(problems, fmt.Sprintf("snippet %q differs from example_test.go:\nREADME.md:\n%s\nexample_test.go:\n%s", name, body, want))
+		}
+		return "<!-- snippet:" + name + " -->\n```go\n" + want + "```\n"
+	})
+	for name := range snippets {
+		if !used[name] {
+			problems = append(problems, fmt.Sprintf("example_test.go region %q is not shown in README.md", name))
+		}
+	}
+	if *updateReadme && out != string(readme) {
+		require.NoError(t, os.WriteFile("README.md", []byte(out), 0o644))
+		t.Logf("rewrote README.md")
+		return
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if len(problems) > 0 {
+		t.Log("run: go test -run TestReadmeSnippets -update-readme")
+	}
+}
+
+// The README's quick start (Example) runs twice in a row, unchanged,
+// against the same table, with the same output.
+func TestQuickStartRunsTwice(t *testing.T) {
+	for run := 1; run <= 2; run++ {
+		got := captureStdout(t, Example)
+		assert.Equal(t, "lock content: some content a\nreleased: true\n", got, "run %d", run)
+	}
+}
+
+// captureStdout runs f with os.Stdout redirected and returns what f wrote.
+func captureStdout(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	saved := os.Stdout
+	os.Stdout = w
+	done := make(chan []byte)
+	go func() {
+		var b bytes.Buffer
+		_, _ = io.Copy(&b, r)
+		done <- b.Bytes()
+	}()
+	defer func() { os.Stdout = saved }()
+	f()
+	require.NoError(t, w.Close())
+	out := <-done
+	require.NoError(t, r.Close())
+	return string(out)
+}

@@ -1,0 +1,173 @@
+package dynamolock_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/arielsrv/dynamolock/v2"
+)
+
+// semOpts: a 3 s lease renewed every 500 ms.
+var semOpts = []dynamolock.ClientOption{
+	dynamolock.WithLeaseDuration(semLease),
+	dynamolock.WithHeartbeatPeriod(500 * time.Millisecond),
+}
+
+const semLease = 3 * time.Second
+
+func TestSemaphoreBadInput(t *testing.T) {
+	db, cc := newDB(t)
+	c := newClient(t, db, "no-such-table", semOpts...)
+	for _, size := range []int{-1, 0, dynamolock.MaxSemaphoreSize + 1} {
+		_, err := c.NewSemaphore("jobs", size)
+		require.ErrorIs(t, err, dynamolock.ErrInvalidArgument, "size %d", size)
+		require.ErrorContains(t, err, "size")
+	}
+	_, err := c.NewSemaphore("", 2)
+	require.ErrorIs(t, err, dynamolock.ErrInvalidArgument)
+	_, err = c.NewSemaphore(string(make([]byte, 2047)), 2)
+	require.ErrorIs(t, err, dynamolock.ErrInvalidArgument, "name#1 is longer than a key may be")
+	s, err := c.NewSemaphore("jobs", dynamolock.MaxSemaphoreSize)
+	require.NoError(t, err)
+	_, err = s.Acquire(context.Background(), dynamolock.WithReentrant())
+	require.ErrorIs(t, err, dynamolock.ErrInvalidArgument)
+	_, err = s.Acquire(context.Background(), dynamolock.WithRefreshPeriod(0))
+	require.ErrorIs(t, err, dynamolock.ErrInvalidArgument)
+	require.Zero(t, cc.total(), "bad input makes no DynamoDB call")
+}
+
+// Several clients, several goroutines each, contend for a semaphore of
+// size 2: at no instant do more than 2 hold it, and everyone gets a turn.
+func TestSemaphoreNeverMoreThanSizeHolders(t *testing.T) {
+	const size, clients, workers, rounds = 2, 3, 2, 4
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	var holders, maxHolders, turns atomic.Int64
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range clients {
+		c := newClient(t, db, table, semOpts...)
+		sem, err := c.NewSemaphore("jobs", size)
+		require.NoError(t, err)
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					l, err := sem.Acquire(ctx, dynamolock.WithRefreshPeriod(250*time.Millisecond),
+						dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+					if !assert.NoError(t, err) {
+						return
+					}
+					n := holders.Add(1)
+					for m := maxHolders.Load(); n > m && !maxHolders.CompareAndSwap(m, n); m = maxHolders.Load() {
+					}
+					time.Sleep(50 * time.Millisecond) // the work done under the semaphore
+					assert.NoError(t, l.Err(), "the slot was held all along")
+					holders.Add(-1)
+					turns.Add(1)
+					_, err = c.ReleaseLockWithContext(ctx, l)
+					assert.NoError(t, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("%d turns, at most %d holders at once", turns.Load(), maxHolders.Load())
+	require.Equal(t, int64(clients*workers*rounds), turns.Load())
+	require.LessOrEqual(t, maxHolders.Load(), int64(size))
+	require.Equal(t, int64(size), maxHolders.Load(), "with this much contention both slots were in use at once")
+}
+
+func TestSemaphoreFailIfLockedAndCost(t *testing.T) {
+	ctx := context.Background()
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	mdb, cc := newDB(t) // counts the calls of m only, which holds nothing while measured
+	h := newClient(t, db, table, semOpts...)
+	m := newClient(t, mdb, table, semOpts...)
+	semH, err := h.NewSemaphore("jobs", 3)
+	require.NoError(t, err)
+	semM, err := m.NewSemaphore("jobs", 3)
+	require.NoError(t, err)
+
+	l, err := semM.Acquire(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"UpdateItem": 1}, cc.reset(), "a free semaphore costs one write")
+	_, err = m.ReleaseLockWithContext(ctx, l)
+	require.NoError(t, err)
+
+	held := map[string]*dynamolock.Lock{}
+	for range 3 {
+		l, err := semH.Acquire(ctx)
+		require.NoError(t, err)
+		held[l.PartitionKey()] = l
+	}
+	require.Len(t, held, 3, "three holders, three slots")
+
+	cc.reset()
+	start := time.Now()
+	_, err = semM.Acquire(ctx, dynamolock.FailIfLocked())
+	var lng *dynamolock.LockNotGrantedError
+	require.ErrorAs(t, err, &lng)
+	require.Less(t, time.Since(start), time.Second, "FailIfLocked returns at once")
+	require.Equal(t, map[string]int{"UpdateItem": 3}, cc.reset(), "a full semaphore costs one failed write per slot")
+
+	// A waiter gets the slot released first.
+	const refresh = 200 * time.Millisecond
+	got := make(chan *dynamolock.Lock, 1)
+	start = time.Now()
+	go func() {
+		l, err := semM.Acquire(ctx, dynamolock.WithRefreshPeriod(refresh))
+		assert.NoError(t, err)
+		got <- l
+	}()
+	waitFor(t, 5*time.Second, "the waiter to watch every slot", func() bool { return cc.get("GetItem") >= 3 })
+	victim := held["jobs#1"]
+	released := time.Now()
+	_, err = h.ReleaseLockWithContext(ctx, victim)
+	require.NoError(t, err)
+	var won *dynamolock.Lock
+	select {
+	case won = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not get the released slot")
+	}
+	calls := cc.reset()
+	t.Logf("size 3, refresh %s: the waiter got the slot %s after its release; calls during its wait of %s: %v",
+		refresh, time.Since(released), time.Since(start), calls)
+	require.Equal(t, "jobs#1", won.PartitionKey())
+	require.NoError(t, won.Err())
+	require.Equal(t, 1, m.Stats().HeldLocks, "no extra slot is left held")
+	// probe 3 + one first write per slot 3 + the win 1
+	require.Equal(t, 7, calls["UpdateItem"])
+}
+
+// A dead holder's slot is taken over once its lease has run out.
+func TestSemaphoreDeadHolder(t *testing.T) {
+	ctx := context.Background()
+	table := newTable(t, "")
+	raw, _ := newDB(t)
+	dying := &severableDB{Client: raw}
+	a := newClient(t, dying, table, semOpts...)
+	b := newClient(t, raw, table, semOpts...)
+	semA, err := a.NewSemaphore("jobs", 1)
+	require.NoError(t, err)
+	semB, err := b.NewSemaphore("jobs", 1)
+	require.NoError(t, err)
+	la, err := semA.Acquire(ctx)
+	require.NoError(t, err)
+	dying.severed.Store(true)
+	diedAt := time.Now()
+	lb, err := semB.Acquire(ctx, dynamolock.WithRefreshPeriod(200*time.Millisecond))
+	require.NoError(t, err)
+	t.Logf("dead holder's slot taken after %s", time.Since(diedAt))
+	require.Less(t, time.Since(diedAt), semLease+200*time.Millisecond+slack)
+	require.True(t, closedWithin(la.Done(), slack))
+	require.Greater(t, lb.FencingToken(), la.FencingToken())
+}

@@ -1,0 +1,225 @@
+// Command lockbench measures dynamolock against Amazon DynamoDB Local: calls
+// per operation, latency against the raw DynamoDB call, heartbeat capacity,
+// failover, contention, and the DynamoDB cost that follows.
+//
+// Usage:
+//
+//	lockbench all [-quick] [-out docs/BENCHMARKS.md] [-png docs/benchmarks.png] [-gobench FILE]
+//	lockbench calls
+//	lockbench latency [-samples 1000]
+//	lockbench capacity [-n 5000 | -search 1000,2500,5000] [-hold 30s] [-lease 3s] [-heartbeat 1s] [-concurrency 32] [-refine]
+//	lockbench failover [-trials 8]
+//	lockbench contention [-contenders 2,8,32] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
+//
+// It uses the DynamoDB Local at $DYNAMODB_ENDPOINT, or starts a private one
+// when that is unset. `make bench` runs `lockbench all`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/arielsrv/dynamolock/v2/tools/internal/bench"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1], os.Args[2:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|capacity|failover|contention [flags]; lockbench CMD -h for flags")
+	os.Exit(2)
+}
+
+func run(ctx context.Context, cmd string, args []string) error {
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	var (
+		quick      = fs.Bool("quick", false, "all: a short run (small N, short holds)")
+		out        = fs.String("out", "docs/BENCHMARKS.md", "all: the Markdown file to write")
+		png        = fs.String("png", "docs/benchmarks.png", "all: the image to draw")
+		gobench    = fs.String("gobench", "", "all: a file with `go test -bench` output to include")
+		samples    = fs.Int("samples", 1000, "latency: rounds measured")
+		n          = fs.Int("n", 5000, "capacity: locks to hold")
+		search     = fs.String("search", "", "capacity: comma-separated N to try in order, stopping at the first loss")
+		refine     = fs.Bool("refine", false, "capacity -search: try the midpoint after the first loss")
+		hold       = fs.Duration("hold", 0, "capacity: how long to hold (default 30s); contention: how long each holder keeps the lock (default 10ms)")
+		lease      = fs.Duration("lease", 3*time.Second, "capacity: lease duration")
+		heartbeat  = fs.Duration("heartbeat", time.Second, "capacity: heartbeat period")
+		conc       = fs.Int("concurrency", 0, "capacity: WithHeartbeatConcurrency (0: the default, 32)")
+		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks")
+		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate first (0: skip)")
+		trials     = fs.Int("trials", 8, "failover: trials per scenario")
+		contenders = fs.String("contenders", "2,8,32", "contention: numbers of contenders")
+		refresh    = fs.Duration("refresh", time.Second, "contention: WithRefreshPeriod")
+		pause      = fs.Duration("pause", 0, "contention: pause between a release and the next attempt")
+		duration   = fs.Duration("duration", 10*time.Second, "contention: length of each run")
+		idle       = fs.Int("idle-conns", bench.DefaultIdleConns, "SDK HTTP MaxIdleConnsPerHost (0: the SDK default, 10)")
+		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of this process to `file`")
+		trace      = fs.Bool("trace", false, "capacity: print the client's Stats every 250 ms to stderr")
+		memprofile = fs.String("memprofile", "", "capacity: write a heap profile to `file` while the locks are held")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch cmd {
+	case "all", "calls", "latency", "capacity", "failover", "contention":
+	default:
+		usage()
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	e, err := bench.Open(ctx, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	e.IdleConns = *idle
+
+	switch cmd {
+	case "all":
+		p := bench.FullPlan()
+		if *quick {
+			p = bench.QuickPlan()
+		}
+		p.GoBench = *gobench
+		if *png != "" {
+			rel, err := filepath.Rel(filepath.Dir(*out), *png)
+			if err != nil {
+				return err
+			}
+			p.PNG = filepath.ToSlash(rel)
+		}
+		res, doc, err := bench.RunAll(ctx, e, p, os.Stdout)
+		if err != nil {
+			return err
+		}
+		for _, f := range []string{*out, *png} {
+			if f != "" {
+				if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+					return err
+				}
+			}
+		}
+		if *png != "" {
+			if err := bench.DrawPNG(*png, res); err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stderr, "lockbench: wrote", *png)
+		}
+		if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "lockbench: wrote", *out)
+		return nil
+	case "calls":
+		r, err := bench.MeasureCalls(ctx, e)
+		if err != nil {
+			return err
+		}
+		fmt.Println(r.Markdown("go -C tools run ./cmd/lockbench calls"))
+	case "latency":
+		r, err := bench.MeasureLatency(ctx, e, *samples)
+		if err != nil {
+			return err
+		}
+		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench latency"}, args...), " ")))
+	case "capacity":
+		cfg := bench.CapacityConfig{Hold: *hold, Lease: *lease, Heartbeat: *heartbeat, Concurrency: *conc, AcquireWorkers: *workers}
+		if *trace {
+			cfg.Trace = os.Stderr
+		}
+		cfg.HeapProfile = *memprofile
+		if *memprofile != "" {
+			runtime.MemProfileRate = 256
+		}
+		if cfg.Hold == 0 {
+			cfg.Hold = 30 * time.Second
+		}
+		ns := []int{*n}
+		if *search != "" {
+			if ns, err = ints(*search); err != nil {
+				return err
+			}
+		}
+		var c *bench.CeilingResult
+		if *ceiling > 0 {
+			if c, err = bench.MeasureCeiling(ctx, e, *ceiling, 5*time.Second); err != nil {
+				return err
+			}
+		}
+		r, err := bench.SearchCapacity(ctx, e, cfg, ns, *refine)
+		if err != nil {
+			return err
+		}
+		r.Ceiling = c
+		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench capacity"}, args...), " ")))
+	case "failover":
+		r, err := bench.MeasureFailover(ctx, e, *trials)
+		if err != nil {
+			return err
+		}
+		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench failover"}, args...), " ")))
+	case "contention":
+		ks, err := ints(*contenders)
+		if err != nil {
+			return err
+		}
+		h := *hold
+		if h == 0 {
+			h = 10 * time.Millisecond
+		}
+		var runs []*bench.ContentionRun
+		for _, k := range ks {
+			r, err := bench.RunContention(ctx, e, bench.ContentionConfig{Contenders: k, Duration: *duration, Hold: h, Pause: *pause, Refresh: *refresh})
+			if err != nil {
+				return err
+			}
+			runs = append(runs, r)
+		}
+		fmt.Println(bench.ContentionMarkdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench contention"}, args...), " "), runs))
+	}
+	return nil
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			return nil, errors.New("want a comma-separated list of positive integers, got " + strconv.Quote(s))
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

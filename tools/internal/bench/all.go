@@ -1,0 +1,362 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
+)
+
+// Plan is what `lockbench all` measures.
+type Plan struct {
+	Quick          bool
+	LatencySamples int
+	CeilingWriters int
+	CeilingTime    time.Duration
+	Capacity       CapacityConfig // N is taken from CapacityNs
+	CapacityNs     []int
+	Refine         bool
+	FailoverTrials int
+	Contention     []ContentionConfig
+	// GoBench is the output of `go test -bench` to include, if any.
+	GoBench string
+	// PNG is the image path, relative to the Markdown file's directory.
+	PNG string
+}
+
+// FullPlan is `make bench`; QuickPlan is `lockbench all -quick`.
+func FullPlan() Plan {
+	p := Plan{
+		LatencySamples: 1000,
+		CeilingWriters: 32,
+		CeilingTime:    5 * time.Second,
+		Capacity: CapacityConfig{Hold: 30 * time.Second, Lease: 3 * time.Second, Heartbeat: time.Second,
+			AcquireWorkers: 16},
+		CapacityNs:     []int{1000, 2500, 3500, 4000, 4500, 5000, 6000, 7500, 10000},
+		Refine:         true,
+		FailoverTrials: 8,
+	}
+	for _, n := range []int{2, 8, 32} {
+		p.Contention = append(p.Contention, ContentionConfig{Contenders: n, Duration: 10 * time.Second,
+			Hold: 10 * time.Millisecond, Refresh: time.Second})
+	}
+	for _, n := range []int{2, 8, 32} {
+		p.Contention = append(p.Contention, ContentionConfig{Contenders: n, Duration: 10 * time.Second,
+			Hold: 10 * time.Millisecond, Pause: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
+	}
+	return p
+}
+
+// QuickPlan is a short run for trying the program out.
+func QuickPlan() Plan {
+	p := FullPlan()
+	p.Quick = true
+	p.LatencySamples = 200
+	p.CeilingTime = 2 * time.Second
+	p.Capacity.Hold = 10 * time.Second
+	p.CapacityNs = []int{500, 2000}
+	p.Refine = false
+	p.FailoverTrials = 4
+	for i := range p.Contention {
+		p.Contention[i].Duration = 3 * time.Second
+	}
+	return p
+}
+
+// Results is everything `lockbench all` measured.
+type Results struct {
+	Calls      *CallsResult
+	Latency    *LatencyResult
+	Capacity   *CapacityResult
+	Failover   *FailoverResult
+	Contention []*ContentionRun
+}
+
+// RunAll measures every section in turn, printing each as it completes to
+// out, and returns the results and the Markdown document.
+func RunAll(ctx context.Context, e *Env, p Plan, out io.Writer) (*Results, string, error) {
+	res := &Results{}
+	var doc md
+	began := time.Now()
+	section := func(title, body string) {
+		s := "## " + title + "\n\n" + body + "\n"
+		fmt.Fprintln(out, s)
+		doc.WriteString(s)
+	}
+	quick := ""
+	if p.Quick {
+		quick = " -quick"
+	}
+
+	e.logf("1/5 calls per operation")
+	var err error
+	if res.Calls, err = MeasureCalls(ctx, e); err != nil {
+		return nil, "", fmt.Errorf("calls: %w", err)
+	}
+	section("1. DynamoDB calls per operation", res.Calls.Markdown("go -C tools run ./cmd/lockbench calls"))
+
+	e.logf("2/5 latency (%d rounds)", p.LatencySamples)
+	if res.Latency, err = MeasureLatency(ctx, e, p.LatencySamples); err != nil {
+		return nil, "", fmt.Errorf("latency: %w", err)
+	}
+	section("2. Latency against the raw DynamoDB call", res.Latency.Markdown(fmt.Sprintf("go -C tools run ./cmd/lockbench latency -samples %d", p.LatencySamples)))
+
+	e.logf("3/5 heartbeat capacity: backend ceiling, then N = %v", p.CapacityNs)
+	ceiling, err := MeasureCeiling(ctx, e, p.CeilingWriters, p.CeilingTime)
+	if err != nil {
+		return nil, "", fmt.Errorf("ceiling: %w", err)
+	}
+	if res.Capacity, err = SearchCapacity(ctx, e, p.Capacity, p.CapacityNs, p.Refine); err != nil {
+		return nil, "", fmt.Errorf("capacity: %w", err)
+	}
+	res.Capacity.Ceiling = ceiling
+	capCmd := fmt.Sprintf("go -C tools run ./cmd/lockbench capacity -search %s -hold %s", joinInts(p.CapacityNs), p.Capacity.Hold)
+	if p.Refine {
+		capCmd += " -refine"
+	}
+	section("3. Heartbeat capacity", res.Capacity.Markdown(capCmd)+"\n"+capacityVerdict(res.Capacity))
+
+	e.logf("4/5 failover (%d trials per scenario)", p.FailoverTrials)
+	if res.Failover, err = MeasureFailover(ctx, e, p.FailoverTrials); err != nil {
+		return nil, "", fmt.Errorf("failover: %w", err)
+	}
+	section("4. Failover and handoff", res.Failover.Markdown(fmt.Sprintf("go -C tools run ./cmd/lockbench failover -trials %d", p.FailoverTrials)))
+
+	e.logf("5/5 contention")
+	var cmds []string
+	for _, cfg := range p.Contention {
+		e.logf("contention: %d contenders, refresh %s, pause %s", cfg.Contenders, cfg.Refresh, cfg.Pause)
+		r, err := RunContention(ctx, e, cfg)
+		if err != nil {
+			return nil, "", fmt.Errorf("contention: %w", err)
+		}
+		res.Contention = append(res.Contention, r)
+	}
+	cmds = append(cmds, contentionGroups(p.Contention)...)
+	section("5. Contention on one key", ContentionMarkdown(strings.Join(cmds, "` and `"), res.Contention))
+
+	section("6. At fleet scale, on paper", CostMarkdown(res.Calls, res.Capacity))
+
+	if p.GoBench != "" {
+		section("Go benchmarks (in-process hot paths)", goBenchMarkdown(p.GoBench))
+	}
+
+	var head md
+	head.w("# Benchmarks")
+	head.w("")
+	by := "`make bench`"
+	if quick != "" {
+		by = "`go -C tools run ./cmd/lockbench all -quick` (a short run: small N, short holds, few samples)"
+	}
+	head.w("Generated by %s on %s in %s: `tools/cmd/lockbench` against Amazon DynamoDB Local (in-memory, on this machine). "+
+		"Every figure below states the command that reproduces it alone (it starts its own DynamoDB Local unless `DYNAMODB_ENDPOINT` is set).",
+		by, time.Now().Format("2006-01-02"), time.Since(began).Round(time.Second))
+	head.w("")
+	head.w("Machine: %s. This machine is shared and noisy, and DynamoDB Local (Java) runs on the same cores as the client: "+
+		"figures are medians and ratios measured in one run, next to the raw DynamoDB call measured in the same run, and are never asserted by tests. "+
+		"Absolute latencies against DynamoDB in AWS are different (network round trips of milliseconds); the ratios and call counts carry over.", machine(e))
+	head.w("")
+	if p.PNG != "" {
+		head.w("![Latency distribution and heartbeat capacity](%s)", p.PNG)
+		head.w("")
+	}
+	head.w("## Summary")
+	head.w("")
+	head.WriteString(summary(res))
+	head.w("")
+	return res, head.String() + "\n" + doc.String(), nil
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// contentionGroups returns one command per distinct (refresh, hold, pause,
+// duration) among cfgs.
+func contentionGroups(cfgs []ContentionConfig) []string {
+	type k struct{ r, h, p, d time.Duration }
+	var order []k
+	ns := map[k][]int{}
+	for _, c := range cfgs {
+		key := k{c.Refresh, c.Hold, c.Pause, c.Duration}
+		if _, ok := ns[key]; !ok {
+			order = append(order, key)
+		}
+		ns[key] = append(ns[key], c.Contenders)
+	}
+	var out []string
+	for _, key := range order {
+		out = append(out, fmt.Sprintf("go -C tools run ./cmd/lockbench contention -contenders %s -refresh %s -hold %s -pause %s -duration %s",
+			joinInts(ns[key]), key.r, key.h, key.p, key.d))
+	}
+	return out
+}
+
+func capacityVerdict(r *CapacityResult) string {
+	var b md
+	target := 5000
+	if r.MaxHeld >= target {
+		b.w("**Largest N held for the whole hold with zero losses: %s** (target: at least %s). Met.", commas(int64(r.MaxHeld)), commas(int64(target)))
+	} else {
+		b.w("**Largest N held with zero losses: %s** (target: at least %s). **Not met** on this run.", commas(int64(r.MaxHeld)), commas(int64(target)))
+	}
+	b.w("This figure sits on a cliff (see below), so on a shared machine it moves from run to run with the backend's speed: compare it with the ceiling measured in the same run, not across runs.")
+	if c := r.Ceiling; c != nil && len(r.Runs) > 0 {
+		lease := r.Runs[0].Lease
+		bound := c.PerSec() * lease.Seconds()
+		best := 0.0
+		for _, x := range r.Runs {
+			best = max(best, x.BeatsPerSec())
+		}
+		b.w("Physical bound on this machine, this run: each lock needs at least one write per lease, so no client can hold more than "+
+			"ceiling × lease = %s × %s ≈ **%s** locks against this DynamoDB Local. The client's heartbeat rate reached %s/s, %.0f%% of the raw ceiling%s.",
+			commas(int64(c.PerSec())), lease, commas(int64(bound)), commas(int64(best)), 100*best/c.PerSec(), boundNote(r.MaxHeld, bound))
+	}
+	for _, x := range r.Runs {
+		if x.Lost == 0 {
+			continue
+		}
+		b.w("Once the heartbeat queue takes longer than a lease to drain, losses are not limited to the excess: at N = %s the client lost %s locks (%.0f%%), %s of them while still acquiring. "+
+			"The scheduler always sends the beat of the lock closest to the end of its lease; once the queue is longer than a lease, that lock has less time left than a round trip, "+
+			"its beat is cancelled when the lease ends (%s such failed beats in this run), and the backend's capacity goes to beats that cannot succeed, so the locks behind it run out too. "+
+			"Run `go -C tools run ./cmd/lockbench capacity -n %d -trace` to watch it: successful beats per quarter second drop to zero while DynamoDB calls continue.",
+			commas(int64(x.N)), commas(int64(x.Lost)), 100*float64(x.Lost)/float64(x.N), commas(int64(x.LostAcquiring)), commas(int64(x.FailedBeats)), x.N)
+		break
+	}
+	if len(r.Runs) > 1 {
+		lo, hi := r.Runs[0], r.Runs[0]
+		for _, x := range r.Runs {
+			lo = minBy(lo, x, func(c *CapacityRun) int { return c.N })
+			hi = maxBy(hi, x, func(c *CapacityRun) int { return c.N })
+		}
+		b.w("Goroutines during the hold: %d at N = %s, %d at N = %s — independent of the number of locks (one scheduler, at most 32 beats in flight, plus the HTTP connections they use).",
+			lo.GoroutinesMax, commas(int64(lo.N)), hi.GoroutinesMax, commas(int64(hi.N)))
+	}
+	return b.String()
+}
+
+func boundNote(held int, bound float64) string {
+	if bound < 5000 {
+		return "; the 5,000 target is above what this backend can renew at lease 3 s, for any client"
+	}
+	return fmt.Sprintf("; the client held %.0f%% of that bound", 100*float64(held)/bound)
+}
+
+func minBy[T any](a, b T, f func(T) int) T {
+	if f(b) < f(a) {
+		return b
+	}
+	return a
+}
+
+func maxBy[T any](a, b T, f func(T) int) T {
+	if f(b) > f(a) {
+		return b
+	}
+	return a
+}
+
+func summary(r *Results) string {
+	var b md
+	b.w("| figure | target | measured | met |")
+	b.w("|---|---|---|---|")
+	if r.Calls != nil {
+		for _, row := range r.Calls.Rows {
+			b.w("| calls: %s | %s | %s | %s |", row.Op, row.Target, row.Shape, yes(row.Met))
+		}
+	}
+	if l := r.Latency; l != nil {
+		for _, name := range []string{OpAcquire, OpRelease, OpHeartbeat} {
+			v := l.latencyRatio(name)
+			target, met := "≤ 1.30×", yes(v <= 1.3)
+			if name == OpHeartbeat {
+				target, met = "(none)", "—"
+			}
+			b.w("| %s p50 ÷ raw conditional UpdateItem p50 | %s | %.2f× (%s ms vs %s ms) | %s |", name, target, v,
+				ms(l.Op(name).D.Q(0.5)), ms(l.Op(OpRawUpdate).D.Q(0.5)), met)
+		}
+	}
+	if c := r.Capacity; c != nil {
+		ceil := ""
+		if c.Ceiling != nil {
+			ceil = fmt.Sprintf("; backend ceiling %s raw writes/s", commas(int64(c.Ceiling.PerSec())))
+		}
+		hold := "30 s"
+		if len(c.Runs) > 0 {
+			hold = c.Runs[0].Hold.Round(time.Second).String()
+		}
+		b.w("| locks held %s at lease 3 s / heartbeat 1 s, zero losses | ≥ 5,000 | %s%s | %s |", hold, commas(int64(c.MaxHeld)), ceil, yes(c.MaxHeld >= 5000))
+	}
+	if f := r.Failover; f != nil {
+		target := 1 + f.Refresh.Seconds()/f.Lease.Seconds()
+		for _, s := range []struct {
+			name string
+			ts   []KillTrial
+		}{{"failover ÷ lease (from last write), p50 / max", f.Waiting}, {"same, WithClockSkewBound", f.WaitingSkew}} {
+			d := killDist(s.ts, false)
+			b.w("| %s | ≤ %.2f (1 + refresh/lease) | %s / %s | %s |", s.name, target, leaseRatio(d.Q(0.5), f.Lease), leaseRatio(d.Max(), f.Lease),
+				yes(d.Max().Seconds()/f.Lease.Seconds() <= target))
+		}
+		h := NewDist(f.Handoff)
+		b.w("| clean handoff p50 / max | within one refresh (%s) | %s / %s ms | %s |", f.Refresh, ms(h.Q(0.5)), ms(h.Max()), yes(h.Max() <= f.Refresh+f.Refresh/10+100*time.Millisecond))
+	}
+	for _, c := range r.Contention {
+		b.w("| contention, %d contenders (refresh %s, pause %s): acquisitions/s, wait p99, Jain | — | %.1f/s, %s ms, %.2f | — |",
+			c.Contenders, c.Refresh, c.Pause, c.PerSec(), ms(c.Waits.Q(0.99)), c.Jain())
+	}
+	return b.String()
+}
+
+func machine(e *Env) string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				if i := strings.IndexByte(line, ':'); i > 0 {
+					cpu = strings.TrimSpace(line[i+1:])
+				}
+				break
+			}
+		}
+	}
+	ddb := "DynamoDB Local"
+	if dir, err := ddblocal.Jar(); err == nil {
+		ddb = "DynamoDB Local " + strings.TrimPrefix(filepath.Base(dir), "dynamodb_local_")
+	}
+	return fmt.Sprintf("%d × %s, %s, %s/%s, %s", runtime.NumCPU(), cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH, ddb)
+}
+
+// goBenchMarkdown renders the output of `go test -bench` found in file.
+func goBenchMarkdown(file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Sprintf("(could not read %s: %v)\n", file, err)
+	}
+	var lines []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "goos") || strings.HasPrefix(line, "goarch") ||
+			strings.HasPrefix(line, "cpu") || strings.HasPrefix(line, "pkg") {
+			lines = append(lines, line)
+		}
+	}
+	var m md
+	m.w("Command: `go test -run '^$' -bench . -benchmem .` (part of `make bench`; it starts DynamoDB Local through the package's TestMain for the benchmarks that need it). " +
+		"Benchmarks named `*Fake*` run against an in-process fake of DynamoDB, so they show only this library's time and allocations; the others include the SDK and a DynamoDB Local round trip.")
+	m.w("")
+	m.w("```")
+	for _, l := range lines {
+		m.w("%s", l)
+	}
+	m.w("```")
+	return m.String()
+}

@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/uuid"
+)
+
+// CeilingResult is the backend's own ceiling: raw conditional writes per
+// second from Writers concurrent writers.
+type CeilingResult struct {
+	Writers   int
+	Duration  time.Duration
+	Writes    int
+	Errors    int
+	CPUClient time.Duration
+	CPUServer time.Duration
+}
+
+// PerSec is the write rate.
+func (c *CeilingResult) PerSec() float64 { return float64(c.Writes) / c.Duration.Seconds() }
+
+// MeasureCeiling runs writers goroutines that each renew 64 items of their
+// own with conditional UpdateItems, as heartbeats do, for d.
+func MeasureCeiling(ctx context.Context, e *Env, writers int, d time.Duration) (*CeilingResult, error) {
+	table, drop, err := e.NewTable(ctx, "ceiling")
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	db, err := e.NewDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	const owner = "lockbench-ceiling"
+	// Warm up: create every item once.
+	for w := range writers {
+		for j := range 64 {
+			if _, err := db.UpdateItem(ctx, rawWrite(table, fmt.Sprintf("c-%d-%d", w, j), owner)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var writes, errs atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	cpu0, srv0 := cpuTime(), procCPU(e.ServerPID)
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := db.UpdateItem(ctx, heartbeatLikeWrite(table, fmt.Sprintf("c-%d-%d", w, j%64), owner))
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					errs.Add(1)
+					continue
+				}
+				writes.Add(1)
+			}
+		})
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	close(stop)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := &CeilingResult{Writers: writers, Duration: time.Since(start), Writes: int(writes.Load()), Errors: int(errs.Load())}
+	r.CPUClient = cpuTime() - cpu0
+	if e.ServerPID > 0 {
+		r.CPUServer = procCPU(e.ServerPID) - srv0
+	}
+	if r.Writes == 0 {
+		return nil, errors.New("ceiling: no write succeeded")
+	}
+	return r, nil
+}
+
+// heartbeatLikeWrite renews an existing item the way a heartbeat does: a
+// new version number, conditioned on the owner.
+func heartbeatLikeWrite(table, key, owner string) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:           aws.String(table),
+		Key:                 map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: key}},
+		UpdateExpression:    aws.String("SET #v = :v, #l = :l"),
+		ConditionExpression: aws.String("#o = :o"),
+		ExpressionAttributeNames: map[string]string{
+			"#o": "ownerName", "#l": "leaseDuration", "#v": "recordVersionNumber",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":o": &types.AttributeValueMemberS{Value: owner},
+			":l": &types.AttributeValueMemberS{Value: "3s"},
+			":v": &types.AttributeValueMemberS{Value: uuid.New()},
+		},
+	}
+}
