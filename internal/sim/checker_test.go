@@ -1,0 +1,269 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/ddbmodel"
+)
+
+// tracked is a lock some client was handed, until it has ended.
+type tracked struct {
+	l      *dynamolock.Lock
+	key    string // the item's key in the model (ddbmodel.KeyString)
+	pk     string
+	owner  string
+	token  uint64
+	client *simClient
+}
+
+type relKey struct {
+	key   string
+	owner string
+	token uint64
+}
+
+// acquireCallKey tags an acquisition's context, so that the hook can record
+// the record version numbers that call wrote.
+type acquireCallKey struct{}
+
+func itemS(it ddbmodel.Item, name string) string {
+	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func itemN(it ddbmodel.Item, name string) uint64 {
+	if v, ok := it[name].(*types.AttributeValueMemberN); ok {
+		n, _ := strconv.ParseUint(v.Value, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func released(it ddbmodel.Item) bool { _, ok := it["isReleased"]; return ok }
+
+func showItem(it ddbmodel.Item) string {
+	if it == nil {
+		return "absent"
+	}
+	s := fmt.Sprintf("owner=%s rvn=%.8s lease=%s token=%d", itemS(it, "ownerName"), itemS(it, "recordVersionNumber"),
+		itemS(it, "leaseDuration"), itemN(it, "fencingToken"))
+	if released(it) {
+		s += " released"
+	}
+	if d, ok := it["data"]; ok {
+		if _, isB := d.(*types.AttributeValueMemberB); !isB {
+			s += " data(not B)"
+		}
+	}
+	return s
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// hook runs after every model request, under the model's mutex: it keeps
+// the checker's mirror of the lock table, checks the invariants that are
+// about writes (fencing tokens, guarded writes), then every client's
+// beliefs.
+func (w *world) hook(e ddbmodel.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ops++
+	w.seq = e.Seq
+	caller, _ := e.Ctx.Value(callerKey{}).(string)
+	outcome := "ok"
+	if e.Err != nil {
+		outcome = errName(e.Err)
+	}
+	var desc []string
+	for _, ch := range e.Changes {
+		if ch.Table != w.lockTable {
+			desc = append(desc, fmt.Sprintf("data %s token=%d", itemS(ch.After, "key"), itemN(ch.After, "token")))
+			continue
+		}
+		desc = append(desc, fmt.Sprintf("%s: %s", w.pkOf(ch.Key), showItem(ch.After)))
+	}
+	if in, ok := e.Input.(*dynamodb.GetItemInput); ok {
+		desc = append(desc, itemS(in.Key, w.pkName))
+	}
+	w.tracef("#%d %s %s %s -> %s", e.Seq, caller, e.Op, strings.Join(desc, "; "), outcome)
+
+	for _, ch := range e.Changes {
+		if ch.Table != w.lockTable || (ch.After == nil && ch.Before == nil) {
+			continue
+		}
+		b, a := ch.Before, ch.After
+		// 4. Fencing tokens of successive acquisitions strictly increase.
+		if a != nil && (b == nil || itemN(a, "fencingToken") != itemN(b, "fencingToken")) && itemN(a, "fencingToken") > 0 {
+			tok := itemN(a, "fencingToken")
+			if tok <= w.maxToken[ch.Key] {
+				w.violate(4, "key %s: fencing token %d after %d", w.pkOf(ch.Key), tok, w.maxToken[ch.Key])
+			}
+			w.maxToken[ch.Key] = tok
+		}
+		// Record releases: an item of (owner, token) that was held and now is
+		// released or gone.
+		if b != nil && !released(b) && (a == nil || released(a)) {
+			rk := relKey{ch.Key, itemS(b, "ownerName"), itemN(b, "fencingToken")}
+			if _, ok := w.releasedBy[rk]; !ok {
+				w.releasedBy[rk] = e.Seq
+			}
+		}
+		if a == nil {
+			delete(w.current, ch.Key)
+		} else {
+			w.current[ch.Key] = a
+		}
+		// Which RVNs an acquisition call wrote (for the undecodable-item check).
+		if id, ok := e.Ctx.Value(acquireCallKey{}).(int); ok && e.Err == nil && a != nil {
+			w.acquireRVNs[id] = append(w.acquireRVNs[id], itemS(a, "recordVersionNumber"))
+		}
+	}
+	// 3. A guarded write commits only while the writer's lock is the
+	// current item.
+	if e.Op == "TransactWriteItems" && e.Err == nil {
+		for _, ch := range e.Changes {
+			if ch.Table != w.dataTable || ch.After == nil {
+				continue
+			}
+			pk, tok, writer := itemS(ch.After, "key"), itemN(ch.After, "token"), itemS(ch.After, "writer")
+			var lockItem ddbmodel.Item
+			found := false
+			for _, lc := range e.Changes {
+				if lc.Table == w.lockTable && w.pkOf(lc.Key) == pk {
+					lockItem, found = lc.After, true
+				}
+			}
+			if !found || lockItem == nil || itemS(lockItem, "ownerName") != writer || itemN(lockItem, "fencingToken") != tok || released(lockItem) {
+				w.violate(3, "guarded write by %s with token %d committed while the lock item is %s", writer, tok, showItem(lockItem))
+			}
+			if tok < w.dataMax[pk] {
+				w.violate(3, "guarded write on %s with token %d after one with token %d", pk, tok, w.dataMax[pk])
+			}
+			w.dataMax[pk] = max(w.dataMax[pk], tok)
+		}
+	}
+	w.checkLocked(fmt.Sprintf("after #%d", e.Seq))
+}
+
+func errName(err error) string {
+	var ccf *types.ConditionalCheckFailedException
+	var tce *types.TransactionCanceledException
+	switch {
+	case errors.As(err, &ccf):
+		return "ConditionalCheckFailed"
+	case errors.As(err, &tce):
+		var codes []string
+		for _, r := range tce.CancellationReasons {
+			codes = append(codes, *r.Code)
+		}
+		return "TransactionCanceled" + fmt.Sprint(codes)
+	}
+	return err.Error()
+}
+
+// checkLocked checks what the clients believe against the model, at one
+// instant: w.mu is held, and no model request can run meanwhile when called
+// from the hook.
+func (w *world) checkLocked(where string) {
+	live := map[string][]*tracked{}
+	for l, tr := range w.tracked {
+		doneBefore := closed(l.Done())
+		err := l.Err()
+		expired := l.IsExpired()
+		// 5. Done is closed exactly when the lock has ended.
+		if doneBefore && err == nil {
+			w.violate(5, "%s: %s's lock on %s (token %d) has Done closed but Err() == nil", where, tr.owner, tr.pk, tr.token)
+		}
+		if err != nil || expired {
+			// A loss blamed on another owner must match the model: once
+			// taken over, an acquisition's (owner, token) never comes back.
+			if errors.Is(err, dynamolock.ErrLockTakenOver) {
+				if it := w.current[tr.key]; it != nil && itemS(it, "ownerName") == tr.owner && itemN(it, "fencingToken") == tr.token && !released(it) {
+					w.violate(2, "%s: %s's lock on %s (token %d) was declared taken over, but the model shows it held: %s (%v)",
+						where, tr.owner, tr.pk, tr.token, showItem(it), err)
+				}
+			}
+			if closed(l.Done()) {
+				w.tracef("%s's lock on %s (token %d) ended: %v", tr.owner, tr.pk, tr.token, err)
+				delete(w.tracked, l)
+			}
+			continue
+		}
+		// A lock whose release (or its client's Close) is in flight was
+		// given up by its holder: only the answer is missing.
+		if w.releasing[l] > 0 || w.closing[tr.owner] {
+			continue
+		}
+		live[tr.key] = append(live[tr.key], tr)
+		// 2. A lock its holder believes valid is the item, not released.
+		{
+			it := w.current[tr.key]
+			if it == nil || itemS(it, "ownerName") != tr.owner || itemN(it, "fencingToken") != tr.token || released(it) {
+				w.violate(2, "%s: %s believes it holds %s (token %d, lease left %s), but the model has %s", where, tr.owner, tr.pk, tr.token,
+					w.leaseLeft(l), showItem(it))
+			}
+		}
+	}
+	// 1. At most one client believes it holds a key.
+	for _, trs := range live {
+		if len(trs) > 1 {
+			var who []string
+			for _, tr := range trs {
+				who = append(who, fmt.Sprintf("%s (token %d, lease left %s)", tr.owner, tr.token, w.leaseLeft(tr.l)))
+			}
+			w.violate(1, "%s: %s held by %s at once", where, trs[0].pk, strings.Join(who, " and "))
+		}
+	}
+}
+
+func (w *world) leaseLeft(l *dynamolock.Lock) time.Duration {
+	// Not exact (the lookup time is private); the trace has the details.
+	return l.LeaseDuration()
+}
+
+func (w *world) violate(inv int, format string, args ...any) {
+	msg := fmt.Sprintf("invariant %d: ", inv) + fmt.Sprintf(format, args...)
+	w.tracef("VIOLATION %s", msg)
+	if len(w.violations) < 10 {
+		w.violations = append(w.violations, fmt.Sprintf("t=%s %s", w.elapsed(), msg))
+	}
+}
+
+func (w *world) elapsed() string {
+	return fmt.Sprintf("%.3fs", time.Since(w.start).Seconds())
+}
+
+func (w *world) tracef(format string, args ...any) {
+	w.trace = append(w.trace, w.elapsed()+" "+fmt.Sprintf(format, args...))
+}
+
+// note adds a client decision to the trace.
+func (w *world) note(format string, args ...any) {
+	w.mu.Lock()
+	w.tracef(format, args...)
+	w.mu.Unlock()
+}
+
+func (w *world) pkOf(key string) string {
+	// KeyString is "len:pk|sk".
+	i := strings.IndexByte(key, ':')
+	n, _ := strconv.Atoi(key[:i])
+	return key[i+1 : i+1+n]
+}

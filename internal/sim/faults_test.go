@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/arielsrv/dynamolock/v2/internal/ddbmodel"
+)
+
+// faultProfile is how one client's link to DynamoDB misbehaves; the seed
+// chooses it.
+type faultProfile struct {
+	lost     float64       // the write lands, the answer is lost
+	dup      float64       // the request is applied twice (an SDK retry), the second answer returned
+	errs     float64       // throttling or a 500, nothing applied
+	slow     float64       // the request, or its answer, is delayed up to maxDelay
+	maxDelay time.Duration // also bounds how late an abandoned request may still land
+	ghost    float64       // a request whose caller gave up lands anyway, later
+}
+
+func (p faultProfile) String() string {
+	return fmt.Sprintf("lost=%.2f dup=%.2f errs=%.2f slow=%.2f<=%s ghost=%.2f", p.lost, p.dup, p.errs, p.slow, p.maxDelay, p.ghost)
+}
+
+// callerKey tags a request's context with the client that sent it, so that
+// the model's hook can name it in the trace.
+type callerKey struct{}
+
+// faultyDB is one client's view of the model through its faults.
+type faultyDB struct {
+	w      *world
+	name   string
+	model  *ddbmodel.Model
+	prof   faultProfile
+	mu     sync.Mutex
+	r      *rand.Rand
+	stall  time.Time // every call waits until then (a stalled client)
+	tokens int
+}
+
+func (f *faultyDB) roll(p float64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return p > 0 && f.r.Float64() < p
+}
+
+func (f *faultyDB) delay() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := time.Millisecond + time.Duration(f.r.Int64N(int64(4*time.Millisecond)))
+	if f.prof.slow > 0 && f.r.Float64() < f.prof.slow && !f.w.healed.Load() {
+		d += time.Duration(f.r.Int64N(int64(f.prof.maxDelay)))
+	}
+	return d
+}
+
+func (f *faultyDB) stalledUntil() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stall
+}
+
+// wait sleeps d, and through any stall; it reports false if ctx ended first.
+func wait(ctx context.Context, d time.Duration, stall func() time.Time) bool {
+	for {
+		until := time.Now().Add(d)
+		if s := stall(); s.After(until) {
+			until = s
+		}
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+		if s := stall(); !s.After(time.Now()) {
+			return true
+		}
+		d = 0
+	}
+}
+
+var (
+	errLost    = errors.New("sim: connection reset: the answer was lost")
+	errStalled = errors.New("sim: connection timed out: the client is stalled")
+)
+
+// delayAll lets every request wait in the call. Without it, requests that
+// the library sends while holding a sync.Mutex (a lock's heartbeat and
+// release writes, under Lock.opMu) never wait on the virtual clock inside
+// the call: a goroutine blocked on a sync.Mutex is not durably blocked, so
+// synctest would never advance time for the holder's timer and the bubble
+// would hang. They are delayed instead by failing at once and landing later.
+var delayAll = flag.Bool("sim.delayall", true, "delay every request in the call; false for library versions that hold a sync.Mutex across a request")
+
+// mayBlock reports whether a request may wait on the virtual clock inside
+// the call (see delayAll).
+func mayBlock(in any) bool {
+	if *delayAll {
+		return true
+	}
+	switch in := in.(type) {
+	case *dynamodb.UpdateItemInput:
+		cond := aws.ToString(in.ConditionExpression)
+		// Acquisitions; a lock's own writes start with its owner check.
+		return strings.HasPrefix(cond, "attribute_not_exists(") || strings.HasPrefix(cond, "attribute_exists(")
+	case *dynamodb.GetItemInput, *dynamodb.TransactWriteItemsInput:
+		return true
+	}
+	return false
+}
+
+// do runs one request through the faults. apply sends it to the model.
+func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(context.Context) (*O, error)) (*O, error) {
+	healed := f.w.healed.Load()
+	mctx := context.WithValue(context.WithoutCancel(ctx), callerKey{}, f.name)
+	if id, ok := ctx.Value(acquireCallKey{}).(int); ok {
+		if u, ok := in.(*dynamodb.UpdateItemInput); ok && strings.HasPrefix(aws.ToString(u.UpdateExpression), "SET #r =") {
+			f.w.mu.Lock()
+			f.w.undoSent[id] = true // an acquisition releasing what it wrote
+			f.w.mu.Unlock()
+		}
+	}
+	ghost := func(d time.Duration, why string) {
+		f.w.ghosts.Go(func() {
+			time.Sleep(d)
+			f.w.note("%s %s: %s", f.name, op, why)
+			_, _ = apply(mctx)
+		})
+	}
+	if !mayBlock(in) {
+		if s := f.stalledUntil(); s.After(time.Now()) {
+			if f.roll(0.5) {
+				ghost(time.Until(s)+time.Millisecond, "a request sent during a stall lands when it ends")
+			}
+			return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, errStalled)
+		}
+		if d := f.delay(); d > 5*time.Millisecond {
+			// A slow request under a mutex: it fails now and lands later.
+			ghost(d, "a delayed request lands late")
+			return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, errLost)
+		}
+	} else if !wait(ctx, f.delay(), f.stalledUntil) {
+		if !healed && f.roll(f.prof.ghost) {
+			ghost(f.delay()+time.Millisecond, "abandoned request lands late")
+		}
+		return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, ctx.Err())
+	}
+	if !healed && f.roll(f.prof.errs) {
+		if f.roll(0.5) {
+			return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("sim: throttled")}
+		}
+		return nil, &smithy.GenericAPIError{Code: "InternalServerError", Message: "sim: 500", Fault: smithy.FaultServer}
+	}
+	out, err := apply(mctx)
+	if !healed && f.roll(f.prof.dup) {
+		f.w.note("%s %s: the SDK retries a request that landed", f.name, op)
+		if mayBlock(in) {
+			_ = wait(context.Background(), f.delay(), f.stalledUntil)
+		}
+		out, err = apply(mctx)
+	}
+	lost := !healed && f.roll(f.prof.lost)
+	if mayBlock(in) && !wait(ctx, f.delay(), f.stalledUntil) {
+		return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, ctx.Err())
+	}
+	if lost {
+		f.w.note("%s %s: answer lost", f.name, op)
+		return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, errLost)
+	}
+	return out, err
+}
+
+func (f *faultyDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return do(f, ctx, "GetItem", in, func(c context.Context) (*dynamodb.GetItemOutput, error) { return f.model.GetItem(c, in) })
+}
+
+func (f *faultyDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return do(f, ctx, "PutItem", in, func(c context.Context) (*dynamodb.PutItemOutput, error) { return f.model.PutItem(c, in) })
+}
+
+func (f *faultyDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return do(f, ctx, "UpdateItem", in, func(c context.Context) (*dynamodb.UpdateItemOutput, error) { return f.model.UpdateItem(c, in) })
+}
+
+func (f *faultyDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return do(f, ctx, "DeleteItem", in, func(c context.Context) (*dynamodb.DeleteItemOutput, error) { return f.model.DeleteItem(c, in) })
+}
+
+func (f *faultyDB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	return f.model.CreateTable(ctx, in)
+}
+
+// TransactWriteItems carries a ClientRequestToken, as the SDK fills one in,
+// so that a retried transaction is not applied twice.
+func (f *faultyDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if in.ClientRequestToken == nil {
+		cp := *in
+		f.mu.Lock()
+		f.tokens++
+		cp.ClientRequestToken = aws.String(fmt.Sprintf("%s-%d", f.name, f.tokens))
+		f.mu.Unlock()
+		in = &cp
+	}
+	return do(f, ctx, "TransactWriteItems", in, func(c context.Context) (*dynamodb.TransactWriteItemsOutput, error) {
+		return f.model.TransactWriteItems(c, in)
+	})
+}

@@ -1,0 +1,808 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/ddbmodel"
+)
+
+var (
+	flagSeed     = flag.Uint64("sim.seed", 0, "run only this seed, and print its trace with -v")
+	flagSeeds    = flag.Int("sim.seeds", 0, "number of seeds to run (0: as many as -sim.budget allows)")
+	flagBase     = flag.Uint64("sim.base", 0, "first seed (0: chosen from the clock and printed)")
+	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
+	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
+	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
+	flagAvoid    = flag.String("sim.avoid", "delete,release-retry", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or open defects of the library (docs/SIMULATION.md): delete, release-retry, reentrant-mix, undecodable; empty for none")
+	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
+	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
+	flagRepeat   = flag.Int("sim.repeat", 20, "with -sim.seed: run the seed up to this many times until it shows a violation (see docs/SIMULATION.md on determinism)")
+	flagHang     = flag.Duration("sim.hang", 2*time.Minute, "wall time after which a seed that has not finished is reported as hung")
+)
+
+// totals across seeds, for the summary line.
+type totals struct {
+	seeds, ops, violations, clientSeconds atomic.Int64
+}
+
+// TestSimulation runs seeds of the simulation: in each, inside a synctest
+// bubble (virtual time), a few lock clients on the DynamoDB model, each
+// through faults the seed chose, do random lock operations on a few keys;
+// the invariants of issue 11 are checked after every model request.
+func TestSimulation(t *testing.T) {
+	var tot totals
+	started := time.Now()
+	first, n := *flagBase, *flagSeeds
+	if *flagSeed != 0 {
+		first, n = *flagSeed, 1
+	} else if first == 0 {
+		first = uint64(time.Now().UnixNano()%1_000_000_000) + 1
+		t.Logf("seeds from %d (set -sim.base to repeat)", first)
+	}
+	t.Cleanup(func() {
+		line := fmt.Sprintf("simulated %d seeds, %d operations: %d violations", tot.seeds.Load(), tot.ops.Load(), tot.violations.Load())
+		t.Logf("%s (%.0f virtual client-seconds in %s of wall time)", line, float64(tot.clientSeconds.Load()), time.Since(started).Round(time.Millisecond))
+		if *flagSummary != "" {
+			_ = os.WriteFile(*flagSummary, []byte(line+"\n"), 0o644)
+		}
+	})
+	for i := uint64(0); n == 0 || i < uint64(n); i++ {
+		if *flagBudget > 0 && time.Since(started) > *flagBudget && i > 0 {
+			break
+		}
+		seed := first + i
+		if *flagSeed != 0 {
+			// Goroutines woken at the same virtual instant, and the
+			// library's jitter, are not under the seed's control: a replay
+			// may take a few runs to take the same path.
+			for range max(1, *flagRepeat) {
+				if runSeed(t, seed, &tot) {
+					break
+				}
+			}
+			return
+		}
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			if !*flagSerial {
+				t.Parallel()
+			}
+			if *flagBudget > 0 && time.Since(started) > *flagBudget || *flagFailFast && tot.violations.Load() > 0 {
+				t.SkipNow()
+			}
+			runSeed(t, seed, &tot)
+		})
+		if n == 0 && *flagBudget > 0 && i >= uint64(runtime.GOMAXPROCS(0))*200 {
+			break // parallel subtests start only after this loop: bound what is queued
+		}
+	}
+}
+
+// runSeed runs one seed and reports whether it found a violation.
+func runSeed(t *testing.T, seed uint64, tot *totals) bool {
+	var w *world
+	// A bubble whose goroutines block on something synctest cannot see
+	// (a sync.Mutex held across a wait on the virtual clock) never advances
+	// time and never ends: report it with the stacks instead of hanging.
+	watchdog := time.AfterFunc(*flagHang, func() {
+		buf := make([]byte, 1<<22)
+		fmt.Fprintf(os.Stderr, "FAIL: seed %d hung for %s of wall time (replay: go test ./internal/sim -run TestSimulation -sim.seed=%d -v)\n%s\n",
+			seed, *flagHang, seed, buf[:runtime.Stack(buf, true)])
+		os.Exit(2)
+	})
+	defer watchdog.Stop()
+	synctest.Test(t, func(t *testing.T) {
+		w = simulate(seed, *flagDuration)
+	})
+	tot.seeds.Add(1)
+	tot.ops.Add(int64(w.ops))
+	tot.clientSeconds.Add(int64(w.clientSeconds))
+	if len(w.violations) > 0 {
+		tot.violations.Add(1)
+		// The trace up to a little after the first violation.
+		end := len(w.trace)
+		for i, line := range w.trace {
+			if strings.Contains(line, " VIOLATION ") {
+				end = min(i+20, len(w.trace))
+				break
+			}
+		}
+		tail := w.trace[max(0, end-400):end]
+		if *flagSeed != 0 {
+			tail = w.trace // replaying one seed: all of it
+		}
+		t.Errorf("seed %d: %d violations\n%s\nsetup: %s\nreplay alone: go test ./internal/sim -run TestSimulation -sim.seed=%d -v\ntrace up to the first violation (%d lines):\n%s",
+			seed, len(w.violations), strings.Join(w.violations, "\n"), w.setup, seed, len(tail), strings.Join(tail, "\n"))
+		return true
+	}
+	if *flagSeed != 0 && testing.Verbose() {
+		t.Logf("seed %d: %d operations, no violations\nsetup: %s\ntrace:\n%s", seed, w.ops, w.setup, strings.Join(w.trace, "\n"))
+	}
+	return false
+}
+
+// world is one seed's simulation.
+type world struct {
+	seed      uint64
+	model     *ddbmodel.Model
+	lockTable string
+	dataTable string
+	pkName    string
+	sortKey   string // "" without a sort key
+	keys      []string
+	start     time.Time
+	healed    atomic.Bool
+	ghosts    sync.WaitGroup
+	setup     string
+
+	mu            sync.Mutex // guards everything below; taken inside the model's mutex
+	trace         []string
+	violations    []string
+	ops           int
+	seq           uint64
+	clientSeconds float64
+	current       map[string]ddbmodel.Item
+	maxToken      map[string]uint64
+	dataMax       map[string]uint64
+	releasedBy    map[relKey]uint64
+	tracked       map[*dynamolock.Lock]*tracked
+	releasing     map[*dynamolock.Lock]int
+	closing       map[string]bool
+	acquireRVNs   map[int][]string
+	undoSent      map[int]bool
+	calls         int
+	slots         []*simClient
+}
+
+// simClient is one lock client and its configuration.
+type simClient struct {
+	name   string
+	c      *dynamolock.Client
+	db     *faultyDB
+	lease  time.Duration
+	hb     time.Duration
+	opts   []dynamolock.ClientOption
+	desc   string
+	born   time.Time
+	closed bool
+	// reentrantOnly: with -sim.avoid=reentrant-mix, this client's
+	// acquisitions are all reentrant or (false) none.
+	reentrantOnly bool
+	// reentrant serialises this client's reentrant acquisitions (unless
+	// -sim.delayall): the library holds a sync.Mutex across their wait.
+	reentrant chan struct{}
+}
+
+func simulate(seed uint64, dur time.Duration) *world {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	w := &world{
+		seed: seed, model: ddbmodel.New(), lockTable: "locks", dataTable: "guarded", pkName: "key",
+		start: time.Now(), current: map[string]ddbmodel.Item{}, maxToken: map[string]uint64{}, dataMax: map[string]uint64{},
+		releasedBy: map[relKey]uint64{}, tracked: map[*dynamolock.Lock]*tracked{}, releasing: map[*dynamolock.Lock]int{},
+		closing: map[string]bool{}, acquireRVNs: map[int][]string{}, undoSent: map[int]bool{},
+	}
+	if r.IntN(4) == 0 {
+		w.sortKey = "s"
+	}
+	for i := range 1 + r.IntN(3) {
+		w.keys = append(w.keys, fmt.Sprintf("k%d", i))
+	}
+	ctx := context.Background()
+	admin, err := dynamolock.New(w.model, w.lockTable, adminOpts(w)...)
+	if err != nil {
+		panic(err)
+	}
+	tableOpts := []dynamolock.CreateTableOption{}
+	if w.sortKey != "" {
+		tableOpts = append(tableOpts, dynamolock.WithSortKeyName("sk"))
+	}
+	if _, err := admin.CreateTableWithContext(ctx, w.lockTable, tableOpts...); err != nil {
+		panic(err)
+	}
+	if _, err := w.model.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(w.dataTable),
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("key"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("key"), AttributeType: types.ScalarAttributeTypeS}},
+	}); err != nil {
+		panic(err)
+	}
+	_ = admin.Close()
+	w.model.SetHook(w.hook)
+
+	skew := r.IntN(3) == 0
+	stalls := r.IntN(2) == 0
+	closes := r.IntN(2) == 0
+	foreign := r.IntN(4) == 0 && !avoid("undecodable")
+	nClients := 2 + r.IntN(3)
+	var setup []string
+	setup = append(setup, fmt.Sprintf("%d clients, keys %v, sort key %v, stalls %v, closes %v, foreign writer %v",
+		nClients, w.keys, w.sortKey != "", stalls, closes, foreign))
+	for i := range nClients {
+		cl := newSimClient(w, r, fmt.Sprintf("c%d", i), skew)
+		w.slots = append(w.slots, cl)
+		setup = append(setup, cl.name+": "+cl.desc)
+	}
+	w.setup = strings.Join(setup, "\n  ")
+
+	deadline := w.start.Add(dur)
+	var actors sync.WaitGroup
+	for i := range w.slots {
+		for a := range 1 + r.IntN(2) {
+			ar := rand.New(rand.NewPCG(seed, uint64(100*i+a+1)))
+			actors.Go(func() { w.actor(i, ar, deadline) })
+		}
+	}
+	actors.Go(func() { w.chaos(rand.New(rand.NewPCG(seed, 7)), deadline, stalls, closes, foreign) })
+	actors.Wait()
+
+	// Heal the network, close every client, and check liveness.
+	w.healed.Store(true)
+	var closers sync.WaitGroup
+	for i := range w.slots {
+		closers.Go(func() { w.closeSlot(i, false) })
+	}
+	closers.Wait()
+	w.ghosts.Wait()
+	w.liveness()
+	w.mu.Lock()
+	w.checkLocked("at the end")
+	for l, tr := range w.tracked {
+		if !closed(l.Done()) {
+			w.violate(5, "at the end: %s's lock on %s (token %d) never closed Done (Err: %v)", tr.owner, tr.pk, tr.token, l.Err())
+		}
+	}
+	w.mu.Unlock()
+	synctest.Wait()
+	if leaked := bubbleLeaks(); leaked != "" {
+		w.mu.Lock()
+		w.violate(7, "goroutines of the library still running after every client closed:\n%s", leaked)
+		w.mu.Unlock()
+	}
+	return w
+}
+
+// ownRelease reports whether item is still what this acquisition's release
+// left (released, or gone): a retried release that meets it must report
+// success. (A retry that meets the next holder's item cannot tell.)
+func ownRelease(item ddbmodel.Item, rk relKey) bool {
+	return item == nil || itemS(item, "ownerName") == rk.owner && itemN(item, "fencingToken") == rk.token
+}
+
+func avoid(mix string) bool {
+	for _, m := range strings.Split(*flagAvoid, ",") {
+		if strings.TrimSpace(m) == mix {
+			return true
+		}
+	}
+	return false
+}
+
+func adminOpts(w *world) []dynamolock.ClientOption {
+	if w.sortKey != "" {
+		return []dynamolock.ClientOption{dynamolock.WithSortKey("sk", w.sortKey)}
+	}
+	return nil
+}
+
+func newSimClient(w *world, r *rand.Rand, name string, skew bool) *simClient {
+	cl := &simClient{name: name, born: time.Now()}
+	cl.lease = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}[r.IntN(4)]
+	cl.hb = cl.lease / time.Duration(3+r.IntN(3))
+	if r.IntN(7) == 0 {
+		cl.hb = 0
+	}
+	cl.opts = append(adminOpts(w), dynamolock.WithLeaseDuration(cl.lease))
+	if cl.hb == 0 {
+		cl.opts = append(cl.opts, dynamolock.DisableHeartbeat())
+	} else {
+		cl.opts = append(cl.opts, dynamolock.WithHeartbeatPeriod(cl.hb))
+	}
+	if skew && r.IntN(3) > 0 {
+		cl.opts = append(cl.opts, dynamolock.WithClockSkewBound(time.Duration(r.IntN(200))*time.Millisecond+time.Millisecond))
+	}
+	var p faultProfile
+	if r.IntN(4) > 0 {
+		p = faultProfile{
+			lost: r.Float64() * 0.1, dup: r.Float64() * 0.1, errs: r.Float64() * 0.1,
+			slow: r.Float64() * 0.3, maxDelay: time.Duration(1+r.IntN(int(cl.lease/time.Millisecond))) * time.Millisecond,
+			ghost: r.Float64() * 0.5,
+		}
+	}
+	cl.reentrantOnly = r.IntN(4) == 0
+	cl.desc = fmt.Sprintf("lease %s, heartbeat %s, faults: %s", cl.lease, cl.hb, p)
+	cl.db = &faultyDB{w: w, model: w.model, prof: p, r: rand.New(rand.NewPCG(r.Uint64(), 1))}
+	cl.start(w, name)
+	return cl
+}
+
+func (cl *simClient) start(w *world, name string) {
+	cl.name = name
+	cl.db.name = name
+	c, err := dynamolock.New(cl.db, w.lockTable, append(cl.opts, dynamolock.WithOwnerName(name))...)
+	if err != nil {
+		panic(err)
+	}
+	cl.c = c
+	cl.born = time.Now()
+	cl.reentrant = make(chan struct{}, 1)
+}
+
+func (w *world) client(slot int) *simClient {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.slots[slot]
+}
+
+// closeSlot closes a slot's client and, when restart is set, puts a new
+// client with a new owner name in its place.
+func (w *world) closeSlot(slot int, restart bool) {
+	w.mu.Lock()
+	cl := w.slots[slot]
+	if cl.closed {
+		w.mu.Unlock()
+		return
+	}
+	cl.closed = true
+	w.closing[cl.name] = true
+	w.tracef("%s: Close starts", cl.name)
+	w.mu.Unlock()
+	err := cl.c.Close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.clientSeconds += time.Since(cl.born).Seconds()
+	w.tracef("%s: Close returned %v", cl.name, err)
+	for l, tr := range w.tracked {
+		if tr.client == cl && w.releasing[l] == 0 && l.Err() == nil && !l.IsExpired() {
+			w.violate(7, "%s's lock on %s (token %d) is still valid after Close returned", cl.name, tr.pk, tr.token)
+		}
+	}
+	if restart {
+		next := &simClient{lease: cl.lease, hb: cl.hb, opts: cl.opts, desc: cl.desc, reentrantOnly: cl.reentrantOnly,
+			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof}}
+		cl.db.mu.Lock()
+		next.db.r = rand.New(rand.NewPCG(cl.db.r.Uint64(), 2))
+		cl.db.mu.Unlock()
+		gen := 1
+		if i := strings.IndexByte(cl.name, '.'); i > 0 {
+			fmt.Sscanf(cl.name[i+1:], "%d", &gen)
+			gen++
+		}
+		next.start(w, fmt.Sprintf("c%d.%d", slot, gen))
+		w.slots[slot] = next
+		w.tracef("%s replaces %s", next.name, cl.name)
+	}
+}
+
+func (w *world) track(cl *simClient, l *dynamolock.Lock, how string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.tracked[l]; ok {
+		w.tracef("%s %s %s: the same lock again (token %d)", cl.name, how, l.PartitionKey(), l.FencingToken())
+		return
+	}
+	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(), token: l.FencingToken(), client: cl}
+	w.tracked[l] = tr
+	w.tracef("%s %s %s: granted, token %d rvn %.8s lease %s", cl.name, how, tr.pk, tr.token, l.RecordVersionNumber(), l.LeaseDuration())
+	w.checkLocked(cl.name + " " + how + " returned")
+}
+
+// actor does random operations through the client in slot until deadline.
+func (w *world) actor(slot int, r *rand.Rand, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		cl := w.client(slot)
+		key := w.keys[r.IntN(len(w.keys))]
+		switch n := r.IntN(100); {
+		case n < 50:
+			w.acquireAndHold(cl, r, key)
+		case n < 65:
+			w.do(cl, r, key)
+		case n < 75:
+			l, err := cl.c.Get(key)
+			if err == nil {
+				w.note("%s Get %s: owner %s token %d expired %v", cl.name, key, l.OwnerName(), l.FencingToken(), l.IsExpired())
+			}
+		default:
+			time.Sleep(time.Duration(r.Int64N(int64(cl.lease))))
+		}
+		time.Sleep(time.Millisecond + time.Duration(r.IntN(20))*time.Millisecond)
+	}
+}
+
+func (w *world) acquireOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLockOption, string) {
+	var opts []dynamolock.AcquireLockOption
+	var desc []string
+	if r.IntN(4) == 0 {
+		opts = append(opts, dynamolock.FailIfLocked())
+		desc = append(desc, "FailIfLocked")
+	} else {
+		rp := time.Duration(1+r.Int64N(int64(cl.lease/2))) + 10*time.Millisecond
+		wait := time.Duration(r.Int64N(int64(2 * cl.lease)))
+		opts = append(opts, dynamolock.WithRefreshPeriod(rp), dynamolock.WithAdditionalTimeToWaitForLock(wait))
+		desc = append(desc, fmt.Sprintf("refresh %s wait %s", rp.Round(time.Millisecond), wait.Round(time.Millisecond)))
+	}
+	if reentrant := r.IntN(5) == 0; reentrant && !avoid("reentrant-mix") || avoid("reentrant-mix") && cl.reentrantOnly {
+		opts = append(opts, dynamolock.WithReentrant())
+		desc = append(desc, "reentrant")
+	}
+	if r.IntN(3) == 0 {
+		opts = append(opts, dynamolock.WithData([]byte(cl.name)))
+		desc = append(desc, "data")
+	}
+	if r.IntN(5) == 0 {
+		opts = append(opts, dynamolock.ReplaceData())
+		desc = append(desc, "replace data")
+	}
+	if r.IntN(5) == 0 && !avoid("delete") {
+		opts = append(opts, dynamolock.WithDeleteLockOnRelease())
+		desc = append(desc, "delete on release")
+	}
+	return opts, strings.Join(desc, ", ")
+}
+
+func (w *world) acquireAndHold(cl *simClient, r *rand.Rand, key string) {
+	opts, desc := w.acquireOpts(cl, r)
+	ctx := context.Background()
+	if r.IntN(4) == 0 {
+		var cancel context.CancelFunc
+		d := time.Duration(r.Int64N(int64(2 * cl.lease)))
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+		desc += fmt.Sprintf(", ctx %s", d.Round(time.Millisecond))
+	}
+	w.mu.Lock()
+	w.calls++
+	call := w.calls
+	w.mu.Unlock()
+	ctx = context.WithValue(ctx, acquireCallKey{}, call)
+	w.note("%s acquire %s (%s)", cl.name, key, desc)
+	if strings.Contains(desc, "reentrant") && !*delayAll {
+		cl.reentrant <- struct{}{}
+		defer func() { <-cl.reentrant }()
+	}
+	l, err := cl.c.AcquireLockWithContext(ctx, key, opts...)
+	if err != nil {
+		w.acquireFailed(cl, key, call, err)
+		return
+	}
+	w.track(cl, l, "acquire")
+	w.hold(cl, r, l)
+	if r.IntN(7) == 0 {
+		w.note("%s abandons %s (token %d) to its heartbeats and Close", cl.name, key, l.FencingToken())
+		return
+	}
+	w.release(cl, r, l)
+}
+
+// acquireFailed checks that an acquisition that failed because of the item
+// it found left no item naming this client behind.
+func (w *world) acquireFailed(cl *simClient, key string, call int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tracef("%s acquire %s failed: %v", cl.name, key, err)
+	var ife *dynamolock.ItemFormatError
+	if !errors.As(err, &ife) {
+		return
+	}
+	if w.undoSent[call] {
+		return // it tried to release its write; under faults that may fail
+	}
+	it := w.current[ddbmodel.KeyString(key, w.sortKey)]
+	for _, rvn := range w.acquireRVNs[call] {
+		if it != nil && !released(it) && itemS(it, "ownerName") == cl.name && itemS(it, "recordVersionNumber") == rvn {
+			w.violate(6, "%s's acquisition of %s failed (%v) but left the item held in its name, unheartbeated: %s", cl.name, key, err, showItem(it))
+		}
+	}
+}
+
+// hold uses a held lock for a while: heartbeats, guarded writes, Get.
+func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
+	for range r.IntN(4) {
+		time.Sleep(time.Duration(r.Int64N(int64(cl.lease + cl.lease/2))))
+		switch r.IntN(3) {
+		case 0:
+			var opts []dynamolock.SendHeartbeatOption
+			var desc []string
+			switch r.IntN(4) {
+			case 0:
+				opts = append(opts, dynamolock.DeleteData())
+				desc = append(desc, "delete data")
+			case 1:
+				opts = append(opts, dynamolock.ReplaceHeartbeatData([]byte("beat")))
+				desc = append(desc, "replace data")
+			}
+			if r.IntN(2) == 0 {
+				// Half the time shorter than the lease: a renewal that
+				// shortens the lease is what observers must not misjudge.
+				d := 2*cl.hb + time.Duration(r.Int64N(int64(2*cl.lease)))
+				if r.IntN(2) == 0 && cl.lease > 2*cl.hb {
+					d = 2*cl.hb + time.Duration(r.Int64N(int64(cl.lease-2*cl.hb)))
+				}
+				opts = append(opts, dynamolock.WithLeaseDurationToEnsure(d))
+				desc = append(desc, "ensure "+d.Round(time.Millisecond).String())
+			}
+			if r.IntN(3) == 0 {
+				opts = append(opts, dynamolock.HeartbeatRetries(1+r.IntN(2), 50*time.Millisecond))
+				desc = append(desc, "retries")
+			}
+			err := cl.c.SendHeartbeat(l, opts...)
+			w.note("%s SendHeartbeat %s (%s): %v", cl.name, l.PartitionKey(), strings.Join(desc, ", "), err)
+		case 1:
+			w.guardedWrite(cl, r, l)
+		default:
+			got, err := cl.c.Get(l.PartitionKey())
+			w.note("%s Get %s while holding: same lock %v, err %v", cl.name, l.PartitionKey(), got == l, err)
+		}
+	}
+}
+
+// guardedWrite updates the data item of the lock's key inside a
+// transaction guarded by the lock, with the downstream fencing check and an
+// application condition that fails now and then.
+func (w *world) guardedWrite(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
+	modes := []string{"x", "y", "z"}
+	s := func(v string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: v} }
+	data := types.TransactWriteItem{Update: &types.Update{
+		TableName:        aws.String(w.dataTable),
+		Key:              map[string]types.AttributeValue{"key": s(l.PartitionKey())},
+		UpdateExpression: aws.String("SET #t = :t, #w = :w, #m = :m"),
+		ConditionExpression: aws.String("(attribute_not_exists(#t) OR #t <= :t) AND " +
+			"(attribute_not_exists(#m) OR #m <> :bad)"),
+		ExpressionAttributeNames: map[string]string{"#t": "token", "#w": "writer", "#m": "mode"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":t": &types.AttributeValueMemberN{Value: fmt.Sprint(l.FencingToken())}, ":w": s(cl.name),
+			":m": s(modes[r.IntN(3)]), ":bad": s(modes[r.IntN(3)]),
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+	ctx := context.Background()
+	if r.IntN(2) == 0 {
+		items := []types.TransactWriteItem{l.TransactionCondition(), data}
+		if r.IntN(2) == 0 {
+			items[0], items[1] = items[1], items[0]
+		}
+		_, err := cl.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		w.note("%s guarded write on %s (token %d): %v", cl.name, l.PartitionKey(), l.FencingToken(), errOrOK(err))
+		return
+	}
+	item, record := l.TransactionWithRefresh()
+	items := []types.TransactWriteItem{item, data}
+	if r.IntN(2) == 0 {
+		items[0], items[1] = items[1], items[0]
+	}
+	_, err := record(cl.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}))
+	w.note("%s guarded write with refresh on %s (token %d): %v; lock err now %v", cl.name, l.PartitionKey(), l.FencingToken(), errOrOK(err), l.Err())
+}
+
+func errOrOK(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return errName(err)
+}
+
+func (w *world) release(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
+	var opts []dynamolock.ReleaseLockOption
+	var desc []string
+	bestEffort := false
+	if r.IntN(3) == 0 {
+		del := r.IntN(2) == 0 && !avoid("delete")
+		opts = append(opts, dynamolock.WithDeleteLock(del))
+		desc = append(desc, fmt.Sprintf("delete %v", del))
+	}
+	if r.IntN(5) == 0 {
+		opts = append(opts, dynamolock.WithDataAfterRelease([]byte("after")))
+		desc = append(desc, "data after")
+	}
+	if r.IntN(6) == 0 {
+		opts = append(opts, dynamolock.WithBestEffort())
+		desc = append(desc, "best effort")
+		bestEffort = true
+	}
+	w.mu.Lock()
+	w.releasing[l]++
+	startSeq := w.seq
+	w.tracef("%s release %s token %d (%s)", cl.name, l.PartitionKey(), l.FencingToken(), strings.Join(desc, ", "))
+	w.mu.Unlock()
+	ok, err := cl.c.ReleaseLock(l, opts...)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.releasing[l]--
+	if w.releasing[l] == 0 {
+		delete(w.releasing, l)
+	}
+	w.tracef("%s release %s token %d returned %v, %v", cl.name, l.PartitionKey(), l.FencingToken(), ok, err)
+	rk := relKey{ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), cl.name, l.FencingToken()}
+	seq, took := w.releasedBy[rk]
+	// 5. Release returns true exactly when this lock's release took effect.
+	switch {
+	case ok && !bestEffort && !took:
+		w.violate(5, "%s's release of %s (token %d) returned true, but the model never released it", cl.name, l.PartitionKey(), l.FencingToken())
+	case !ok && errors.Is(err, dynamolock.ErrLockTakenOver) && took && seq > startSeq &&
+		(!avoid("release-retry") || ownRelease(w.current[rk.key], rk)):
+		w.violate(5, "%s's release of %s (token %d) reported the lock lost (%v), but its own release took effect at #%d",
+			cl.name, l.PartitionKey(), l.FencingToken(), err, seq)
+	}
+	if ok && !closed(l.Done()) {
+		w.violate(5, "%s's release of %s returned true but Done is open", cl.name, l.PartitionKey())
+	}
+	w.checkLocked(cl.name + " release returned")
+}
+
+// do runs Client.Do: the function holds the lock for a while.
+func (w *world) do(cl *simClient, r *rand.Rand, key string) {
+	opts, desc := w.acquireOpts(cl, r)
+	w.note("%s Do %s (%s)", cl.name, key, desc)
+	if strings.Contains(desc, "reentrant") && !*delayAll {
+		cl.reentrant <- struct{}{}
+		defer func() { <-cl.reentrant }()
+	}
+	var held *dynamolock.Lock
+	err := cl.c.Do(context.Background(), key, func(ctx context.Context, l *dynamolock.Lock) error {
+		w.track(cl, l, "Do")
+		w.hold(cl, r, l)
+		held = l
+		w.mu.Lock()
+		w.releasing[l]++
+		w.mu.Unlock()
+		return nil
+	}, opts...)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if held != nil {
+		w.releasing[held]--
+		if w.releasing[held] == 0 {
+			delete(w.releasing, held)
+		}
+	}
+	w.tracef("%s Do %s returned %v", cl.name, key, err)
+	w.checkLocked(cl.name + " Do returned")
+}
+
+// chaos stalls clients, closes and restarts them, and writes foreign items.
+func (w *world) chaos(r *rand.Rand, deadline time.Time, stalls, closes, foreign bool) {
+	for {
+		time.Sleep(time.Duration(r.Int64N(int64(8 * time.Second))))
+		if !time.Now().Before(deadline) {
+			return
+		}
+		slot := r.IntN(len(w.slots))
+		cl := w.client(slot)
+		switch r.IntN(3) {
+		case 0:
+			if stalls {
+				d := cl.lease + time.Duration(r.Int64N(int64(2*cl.lease)))
+				cl.db.mu.Lock()
+				cl.db.stall = time.Now().Add(d)
+				cl.db.mu.Unlock()
+				w.note("%s stalls for %s", cl.name, d.Round(time.Millisecond))
+			}
+		case 1:
+			if closes {
+				w.closeSlot(slot, true)
+			}
+		default:
+			if foreign {
+				w.foreignWrite(r)
+			}
+		}
+	}
+}
+
+// foreignWrite puts a released item another writer left, with data that is
+// not binary, where the key is free or released.
+func (w *world) foreignWrite(r *rand.Rand) {
+	key := w.keys[r.IntN(len(w.keys))]
+	it := map[string]types.AttributeValue{
+		w.pkName:              &types.AttributeValueMemberS{Value: key},
+		"ownerName":           &types.AttributeValueMemberS{Value: "foreign"},
+		"recordVersionNumber": &types.AttributeValueMemberS{Value: fmt.Sprintf("foreign-%d", r.Uint32())},
+		"leaseDuration":       &types.AttributeValueMemberS{Value: "1000"},
+		"isReleased":          &types.AttributeValueMemberS{Value: "1"},
+		"data":                &types.AttributeValueMemberS{Value: "not binary"},
+	}
+	if w.sortKey != "" {
+		it["sk"] = &types.AttributeValueMemberS{Value: w.sortKey}
+	}
+	ctx := context.WithValue(context.Background(), callerKey{}, "foreign")
+	_, err := w.model.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(w.lockTable), Item: it,
+		ConditionExpression:      aws.String("attribute_not_exists(#k) OR attribute_exists(#r)"),
+		ExpressionAttributeNames: map[string]string{"#k": w.pkName, "#r": "isReleased"},
+	})
+	w.note("foreign writer puts a released item with string data on %s: %v", key, errOrOK(err))
+}
+
+// liveness: with every client closed and the network healed, a new client
+// must get every key within the lease left in its item plus one refresh
+// period (and a little latency).
+func (w *world) liveness() {
+	const refresh = 100 * time.Millisecond
+	db := &faultyDB{w: w, name: "prober", model: w.model, r: rand.New(rand.NewPCG(w.seed, 99))}
+	prober, err := dynamolock.New(db, w.lockTable, append(adminOpts(w), dynamolock.WithOwnerName("prober"),
+		dynamolock.WithLeaseDuration(time.Second), dynamolock.WithHeartbeatPeriod(250*time.Millisecond))...)
+	if err != nil {
+		panic(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, key := range w.keys {
+		it := w.model.Item(w.lockTable, ddbmodel.KeyString(key, w.sortKey))
+		bound := 50 * time.Millisecond
+		if it != nil && !released(it) {
+			if d, ok := it["data"]; ok {
+				if _, isB := d.(*types.AttributeValueMemberB); !isB {
+					w.note("liveness: %s skipped: held item with undecodable data (%s)", key, showItem(it))
+					continue
+				}
+			}
+			lease, err := time.ParseDuration(itemS(it, "leaseDuration"))
+			if err != nil {
+				lease = 10 * time.Second
+			}
+			bound += lease + refresh
+		}
+		wg.Go(func() {
+			l, err := prober.AcquireLock(key, dynamolock.ReplaceData(), dynamolock.WithRefreshPeriod(refresh),
+				dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+			took := time.Since(start)
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			switch {
+			case err != nil:
+				w.violate(6, "liveness: with every client closed, the prober could not acquire %s: %v", key, err)
+			case took > bound:
+				w.violate(6, "liveness: with every client closed, the prober got %s after %s (bound %s)", key, took, bound)
+			default:
+				w.tracef("prober got %s after %s (bound %s)", key, took, bound)
+				_ = l
+			}
+		})
+	}
+	wg.Wait()
+	if err := prober.Close(); err != nil {
+		w.note("prober Close: %v", err)
+	}
+}
+
+// bubbleLeaks lists goroutines of this synctest bubble that run library
+// code: after every client closed, there must be none.
+func bubbleLeaks() string {
+	buf := make([]byte, 1<<20)
+	self := string(buf[:runtime.Stack(buf, false)])
+	mark := ""
+	if i := strings.Index(self, "synctest bubble "); i >= 0 {
+		j := strings.IndexByte(self[i:], ']')
+		mark = self[i : i+j]
+	}
+	if mark == "" {
+		return ""
+	}
+	all := string(buf[:runtime.Stack(buf, true)])
+	var leaks []string
+	for _, g := range strings.Split(all, "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if !strings.Contains(header, mark+"]") || strings.Contains(header, "running") {
+			continue
+		}
+		if strings.Contains(g, "dynamolock/v2.") && !strings.Contains(g, "internal/sim.") {
+			leaks = append(leaks, g)
+		}
+	}
+	return strings.Join(leaks, "\n\n")
+}
