@@ -144,8 +144,8 @@ func (l *Lock) mayBeCancelledHere(tce *types.TransactionCanceledException) bool 
 }
 
 // checkStillOurs reads the lock's item once (consistently) and marks the
-// lock lost when the item names another owner or fencing token, or is
-// released or gone. It adopts nothing: the read may be older than a
+// lock lost when the item names another owner or fencing token. It adopts
+// nothing: the read may be older than a
 // heartbeat that lands meanwhile, and heartbeats recognise this
 // acquisition's item themselves. A failed read decides nothing: the next
 // heartbeat will.
@@ -162,7 +162,10 @@ func (l *Lock) checkStillOurs() {
 	if err != nil {
 		return
 	}
-	if _, ours := l.ownItem(out.Item); !ours { // released by this acquisition is a release, not a loss
+	// Only an item that names another owner or fencing token is a loss: one
+	// released or deleted may be this holder's own release landing (the
+	// next heartbeat tells otherwise).
+	if rec, ours := l.ownItem(out.Item); rec != nil && !ours {
 		l.lose(ErrLockTakenOver, errors.New("dynamolock: a guarded transaction was cancelled and the lock item is no longer this acquisition's"))
 	}
 }
