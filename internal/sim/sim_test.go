@@ -719,6 +719,15 @@ func (w *world) foreignWrite(r *rand.Rand) {
 	if w.sortKey != "" {
 		it["sk"] = &types.AttributeValueMemberS{Value: w.sortKey}
 	}
+	if avoid("delete") {
+		// Replacing the item without its fencing token is a deletion for
+		// the token (F3 in docs/SIMULATION.md): keep it.
+		if cur := w.model.Item(w.lockTable, ddbmodel.KeyString(key, w.sortKey)); cur != nil {
+			if tok, ok := cur["fencingToken"]; ok {
+				it["fencingToken"] = tok
+			}
+		}
+	}
 	ctx := context.WithValue(context.Background(), callerKey{}, "foreign")
 	_, err := w.model.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(w.lockTable), Item: it,
