@@ -263,9 +263,14 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 	c.sched.notify(l)
 	c.mu.RUnlock()
 	if replaced && prev != l {
-		// l's write replaced the item prev held: prev is lost, and must not
-		// stay behind the registry's back.
-		prev.(*Lock).lose(ErrLockTakenOver, nil)
+		// l's write replaced the item prev held: prev must not stay held
+		// behind the registry's back. A write of prev in flight (its
+		// release, whose landing is what let l in, or a heartbeat) will
+		// tell how it ended; otherwise prev is lost now.
+		if p := prev.(*Lock); p.tryTakeWrites() {
+			p.lose(ErrLockTakenOver, nil)
+			p.giveWrites()
+		}
 	}
 	return nil
 }

@@ -8,8 +8,9 @@
 //
 // # The names to start with
 //
-//   - [New] makes a client for one table ([Client.CreateTableWithContext]
-//     makes the table).
+//   - [New] makes a client for one table
+//     ([Client.CreateTableIfNotExistsWithContext] makes the table unless it
+//     exists, and checks its key schema if it does).
 //   - [Client.AcquireLockWithContext] acquires a key, waiting for a live
 //     holder and taking over a dead one; [Client.Do] runs a function while
 //     holding one.

@@ -364,6 +364,16 @@ func (l *Lock) takeWrites(ctx context.Context) error {
 
 func (l *Lock) giveWrites() { <-l.writes }
 
+// tryTakeWrites takes this lock's write turn if no write is in flight.
+func (l *Lock) tryTakeWrites() bool {
+	select {
+	case l.writes <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
 // itemKey is the primary key of this lock's item.
 func (l *Lock) itemKey() map[string]types.AttributeValue {
 	return l.client.itemKeyOf(l.partitionKey, l.sortKey)

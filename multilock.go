@@ -71,16 +71,7 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 	if c.isClosed() {
 		return nil, ErrClientClosed
 	}
-	o := &acquireLockOptions{
-		refreshPeriod:        DefaultRefreshPeriod,
-		additionalTimeToWait: DefaultAdditionalTimeToWaitForLock,
-		refreshJitter:        -1,
-	}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(o)
-		}
-	}
+	o := newAcquireLockOptions(opts)
 	if err := c.validateAcquireLocks(keys, o); err != nil {
 		return nil, err
 	}

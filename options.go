@@ -163,6 +163,22 @@ type acquireLockOptions struct {
 	refreshJitter          time.Duration // WithRefreshJitter; -1: a tenth of the refresh period
 }
 
+// newAcquireLockOptions applies opts over the defaults. validateAcquire
+// checks the result and fills in what depends on the client.
+func newAcquireLockOptions(opts []AcquireLockOption) *acquireLockOptions {
+	o := &acquireLockOptions{
+		refreshPeriod:        DefaultRefreshPeriod,
+		additionalTimeToWait: DefaultAdditionalTimeToWaitForLock,
+		refreshJitter:        -1, // a tenth of the refresh period
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(o)
+		}
+	}
+	return o
+}
+
 // WithSortKeyValue acquires the lock under sort key value value instead of
 // the client's default (Amazon's Java client's withSortKey). The client must
 // name a sort key with [WithSortKey]. The lock keeps its value: heartbeats,

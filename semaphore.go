@@ -70,12 +70,7 @@ func (s *Semaphore) slot(i int) string { return s.name + "#" + strconv.Itoa(i) }
 // UpdateItem to take the slot that frees up (and one to release any slot
 // won twice).
 func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lock, error) {
-	var o acquireLockOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
+	o := newAcquireLockOptions(opts)
 	if o.reentrant {
 		return nil, invalid("WithReentrant", true, "cannot be used with a semaphore: two holders would share one slot")
 	}

@@ -208,7 +208,13 @@ func TestMetricsFollowTheConventions(t *testing.T) {
 		"key": s("lost"), "ownerName": s(thief.OwnerName()), "leaseDuration": s("20s"), "recordVersionNumber": s("x"),
 	})
 	require.True(t, closedWithin(lost.Done(), 3*time.Second))
-	ll := collect(t, reader)["dynamolock.locks.lost"]
+	// The loss is counted just after Done closes.
+	var ll metricdata.Metrics
+	waitFor(t, 3*time.Second, "the loss to be counted", func() bool {
+		var ok bool
+		ll, ok = collect(t, reader)["dynamolock.locks.lost"]
+		return ok
+	})
 	assert.Equal(t, "{lock}", ll.Unit)
 	lostSum, ok := ll.Data.(metricdata.Sum[int64])
 	require.True(t, ok, "locks.lost is an int64 sum")

@@ -1,0 +1,114 @@
+package dynamolock
+
+import (
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// view is what an acquisition knows of the item.
+type view struct {
+	known  bool        // an answer described the item, and no write since may have changed it
+	absent bool        // there is no item
+	rec    *lockRecord // the decoded item
+	raw    map[string]types.AttributeValue
+	bad    error     // the item could not be decoded
+	seen   time.Time // when this client first saw rec.rvn on the key
+	failed error     // the last call failed transiently
+}
+
+type step uint8
+
+const (
+	stepWrite step = iota // send the acquiring write, replacing takeover if not ""
+	stepRead              // read the item at `at`
+	stepAdopt             // the item is this call's own write, whose answer was lost
+	stepFail              // give up with err
+)
+
+type decision struct {
+	step     step
+	takeover string
+	at       time.Time
+	err      error
+	stale    bool // a takeover of a holder seen unchanged for its lease
+}
+
+// decideInput is everything the decision looks at.
+type decideInput struct {
+	view     *view
+	now      time.Time
+	start    time.Time // when the acquisition started
+	key      string
+	owner    string // this client's owner name
+	attempts map[string]attempt
+	o        *acquireLockOptions
+	deadline time.Time
+	// staleByClock is when the stored expiry plus the skew bound passes,
+	// with WithClockSkewBound.
+	staleByClock   time.Time
+	hasClockExpiry bool
+	jitter         time.Duration // taken off the next poll's wait
+	// inFlightHere: the item's RVN is being written by another acquisition
+	// of this client, whose answer has not come yet: not ours to take.
+	inFlightHere bool
+}
+
+// decide is the acquisition's one decision: from what is known of the item
+// and the time, what to do next. It is a pure function.
+func decide(in decideInput) decision {
+	v := in.view
+	switch {
+	case !v.known:
+		if v.failed != nil && !in.now.Before(in.deadline) {
+			return decision{step: stepFail, err: notGranted(v.failed, "key %q", in.key)}
+		}
+		// A write whose answer was lost may have landed, or an emulator
+		// returned no item: learn it by reading, after the usual pause.
+		return decision{step: stepRead, at: in.now.Add(in.o.refreshPeriod - in.jitter)}
+	case v.absent && in.o.onlyIfLockAlreadyExist:
+		return decision{step: stepFail, err: notGranted(nil, "key %q has no lock item and WithAcquireOnlyIfLockAlreadyExists was given", in.key)}
+	case v.absent:
+		return decision{step: stepWrite}
+	case v.bad != nil:
+		return decision{step: stepFail, err: notGranted(v.bad, "key %q holds an item this client cannot interpret; it is treated as held", in.key)}
+	case v.rec.released:
+		return decision{step: stepWrite}
+	}
+	rec := v.rec
+	if rec.owner == in.owner {
+		if a, ok := in.attempts[rec.rvn]; ok {
+			if in.now.Before(a.sent.Add(a.lease)) {
+				return decision{step: stepAdopt}
+			}
+			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
+		}
+		if in.o.reentrant && !in.inFlightHere {
+			return decision{step: stepWrite, takeover: rec.rvn} // Java's reentrant: an item naming our owner is ours to take
+		}
+	}
+	staleAt := v.seen.Add(rec.lease)
+	if in.hasClockExpiry && in.staleByClock.Before(staleAt) {
+		staleAt = in.staleByClock
+	}
+	switch {
+	case !in.now.Before(staleAt):
+		return decision{step: stepWrite, takeover: rec.rvn, stale: true}
+	case in.o.failIfLocked:
+		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: rec.lease}, "FailIfLocked")}
+	case !in.now.Before(in.deadline):
+		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: in.now.Sub(in.start)},
+			"key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner))}
+	}
+	// Poll once a refresh period, but wake exactly when the item could
+	// become stale or the wait ends.
+	at := in.now.Add(in.o.refreshPeriod - in.jitter)
+	return decision{step: stepRead, at: earliest(earliest(at, staleAt), in.deadline)}
+}
+
+func heldByUs(holder, owner string) string {
+	if holder != owner {
+		return ""
+	}
+	return " (this client's own owner name: the key is held by this client or another with the same owner; use WithReentrant to get the held lock)"
+}
