@@ -30,7 +30,7 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
-	flagAvoid    = flag.String("sim.avoid", "delete,release-retry", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or open defects of the library (docs/SIMULATION.md): delete, release-retry, reentrant-mix, undecodable; empty for none")
+	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, release-retry, reentrant-mix, undecodable; empty for none")
 	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 20, "with -sim.seed: run the seed up to this many times until it shows a violation (see docs/SIMULATION.md on determinism)")
@@ -60,7 +60,8 @@ func TestSimulation(t *testing.T) {
 		line := fmt.Sprintf("simulated %d seeds, %d operations: %d violations", tot.seeds.Load(), tot.ops.Load(), tot.violations.Load())
 		t.Logf("%s (%.0f virtual client-seconds in %s of wall time)", line, float64(tot.clientSeconds.Load()), time.Since(started).Round(time.Millisecond))
 		if *flagSummary != "" {
-			_ = os.WriteFile(*flagSummary, []byte(line+"\n"), 0o644)
+			detail := fmt.Sprintf("%.0f virtual client-seconds in %s of wall time\n", float64(tot.clientSeconds.Load()), time.Since(started).Round(time.Millisecond))
+			_ = os.WriteFile(*flagSummary, []byte(detail+line+"\n"), 0o644)
 		}
 	})
 	for i := uint64(0); n == 0 || i < uint64(n); i++ {
@@ -718,6 +719,15 @@ func (w *world) foreignWrite(r *rand.Rand) {
 	}
 	if w.sortKey != "" {
 		it["sk"] = &types.AttributeValueMemberS{Value: w.sortKey}
+	}
+	if avoid("delete") {
+		// Replacing the item without its fencing token is a deletion for
+		// the token (F3 in docs/SIMULATION.md): keep it.
+		if cur := w.model.Item(w.lockTable, ddbmodel.KeyString(key, w.sortKey)); cur != nil {
+			if tok, ok := cur["fencingToken"]; ok {
+				it["fencingToken"] = tok
+			}
+		}
 	}
 	ctx := context.WithValue(context.Background(), callerKey{}, "foreign")
 	_, err := w.model.PutItem(ctx, &dynamodb.PutItemInput{
