@@ -1,0 +1,270 @@
+package ddbmodel
+
+import (
+	"context"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// CreateTable creates an ACTIVE table at once.
+func (m *Model) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, err := newTable(in)
+	if err == nil && m.tables[t.name] != nil {
+		err = &types.ResourceInUseException{Message: aws.String("Cannot create preexisting table")}
+	}
+	if err != nil {
+		m.done(ctx, "CreateTable", in, err, nil)
+		return nil, err
+	}
+	m.tables[t.name] = t
+	m.done(ctx, "CreateTable", in, nil, nil)
+	return &dynamodb.CreateTableOutput{TableDescription: t.describe()}, nil
+}
+
+func newTable(in *dynamodb.CreateTableInput) (*table, error) {
+	name := aws.ToString(in.TableName)
+	if len(name) < 3 || len(name) > 255 {
+		return nil, validation("TableName must be at least 3 characters long and at most 255 characters long")
+	}
+	t := &table{name: name, items: map[string]Item{}, keySchem: slices.Clone(in.KeySchema), attrDefs: slices.Clone(in.AttributeDefinitions)}
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, d := range in.AttributeDefinitions {
+		attrTypes[aws.ToString(d.AttributeName)] = d.AttributeType
+	}
+	for _, k := range in.KeySchema {
+		n := aws.ToString(k.AttributeName)
+		typ, ok := attrTypes[n]
+		if !ok {
+			return nil, validation("One or more parameter values were invalid: Some index key attributes are not defined in AttributeDefinitions")
+		}
+		switch k.KeyType {
+		case types.KeyTypeHash:
+			if t.pk != "" {
+				return nil, validation("Too many hash keys")
+			}
+			t.pk, t.pkType = n, typ
+		case types.KeyTypeRange:
+			if t.sk != "" {
+				return nil, validation("Too many range keys")
+			}
+			t.sk, t.skType = n, typ
+		default:
+			return nil, validation("Invalid KeyType")
+		}
+	}
+	if t.pk == "" {
+		return nil, validation("No Hash Key specified in schema.  All Dynamo DB tables must have exactly one hash key")
+	}
+	if len(in.AttributeDefinitions) != len(in.KeySchema) {
+		return nil, validation("One or more parameter values were invalid: Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
+	}
+	return t, nil
+}
+
+func (t *table) describe() *types.TableDescription {
+	return &types.TableDescription{
+		TableName:            aws.String(t.name),
+		TableStatus:          types.TableStatusActive,
+		KeySchema:            slices.Clone(t.keySchem),
+		AttributeDefinitions: slices.Clone(t.attrDefs),
+		ItemCount:            aws.Int64(int64(len(t.items))),
+	}
+}
+
+// DescribeTable describes a table; every table is ACTIVE.
+func (m *Model) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.tables[aws.ToString(in.TableName)]
+	if t == nil {
+		err := &types.ResourceNotFoundException{Message: aws.String("Cannot do operations on a non-existent table")}
+		m.done(ctx, "DescribeTable", in, err, nil)
+		return nil, err
+	}
+	m.done(ctx, "DescribeTable", in, nil, nil)
+	return &dynamodb.DescribeTableOutput{Table: t.describe()}, nil
+}
+
+func (m *Model) table(name *string) (*table, error) {
+	if t := m.tables[aws.ToString(name)]; t != nil {
+		return t, nil
+	}
+	return nil, notFound()
+}
+
+// key validates a primary key and returns its encoding and the key
+// attributes.
+func (t *table) key(k Item) (string, Item, error) {
+	want := 1
+	if t.sk != "" {
+		want = 2
+	}
+	if len(k) != want {
+		return "", nil, validation("The provided key element does not match the schema")
+	}
+	pk, err := keyPart(k, t.pk, t.pkType)
+	if err != nil {
+		return "", nil, err
+	}
+	sk := ""
+	if t.sk != "" {
+		if sk, err = keyPart(k, t.sk, t.skType); err != nil {
+			return "", nil, err
+		}
+	}
+	return KeyString(pk, sk), cloneItem(k), nil
+}
+
+func keyPart(k Item, name string, typ types.ScalarAttributeType) (string, error) {
+	v, ok := k[name]
+	if !ok {
+		return "", validation("The provided key element does not match the schema")
+	}
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		if typ != types.ScalarAttributeTypeS {
+			break
+		}
+		if v.Value == "" {
+			return "", validation("One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: %s", name)
+		}
+		return v.Value, nil
+	case *types.AttributeValueMemberN:
+		if typ != types.ScalarAttributeTypeN {
+			break
+		}
+		n, ok := canonicalN(v.Value)
+		if !ok {
+			return "", validation("The parameter cannot be converted to a numeric value")
+		}
+		return n, nil
+	case *types.AttributeValueMemberB:
+		if typ != types.ScalarAttributeTypeB {
+			break
+		}
+		if len(v.Value) == 0 {
+			return "", validation("One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty binary value. Key: %s", name)
+		}
+		return string(v.Value), nil
+	}
+	return "", validation("The provided key element does not match the schema")
+}
+
+func (t *table) keyNames() []string {
+	if t.sk == "" {
+		return []string{t.pk}
+	}
+	return []string{t.pk, t.sk}
+}
+
+// checkItem validates attribute values (numbers, empty sets) and the size
+// limit, and normalises numbers.
+func checkItem(it Item) (Item, error) {
+	out := make(Item, len(it))
+	size := 0
+	for k, v := range it {
+		nv, err := checkValue(v)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = nv
+		size += len(k) + valueSize(nv)
+	}
+	if size > 400*1024 {
+		return nil, validation("Item size has exceeded the maximum allowed size")
+	}
+	return out, nil
+}
+
+func checkValue(v types.AttributeValue) (types.AttributeValue, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, validation("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
+	case *types.AttributeValueMemberN:
+		n, ok := canonicalN(v.Value)
+		if !ok {
+			return nil, validation("The parameter cannot be converted to a numeric value: %s", v.Value)
+		}
+		return &types.AttributeValueMemberN{Value: n}, nil
+	case *types.AttributeValueMemberSS:
+		if len(v.Value) == 0 {
+			return nil, validation("One or more parameter values were invalid: An string set  may not be empty")
+		}
+	case *types.AttributeValueMemberNS:
+		if len(v.Value) == 0 {
+			return nil, validation("One or more parameter values were invalid: An number set  may not be empty")
+		}
+	case *types.AttributeValueMemberBS:
+		if len(v.Value) == 0 {
+			return nil, validation("One or more parameter values were invalid: Binary sets should not be empty")
+		}
+	case *types.AttributeValueMemberL:
+		l := make([]types.AttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			var err error
+			if l[i], err = checkValue(e); err != nil {
+				return nil, err
+			}
+		}
+		return &types.AttributeValueMemberL{Value: l}, nil
+	case *types.AttributeValueMemberM:
+		mm := make(Item, len(v.Value))
+		for k, e := range v.Value {
+			var err error
+			if mm[k], err = checkValue(e); err != nil {
+				return nil, err
+			}
+		}
+		return &types.AttributeValueMemberM{Value: mm}, nil
+	}
+	return v, nil
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return (len(v.Value)+1)/2 + 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += (len(s)+1)/2 + 1
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	}
+	return 1
+}
+
+// ---- single-item operations ----

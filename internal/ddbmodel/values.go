@@ -1,0 +1,133 @@
+package ddbmodel
+
+import (
+	"bytes"
+	"math/big"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+func equal(a, b types.AttributeValue) bool {
+	switch a := a.(type) {
+	case *types.AttributeValueMemberS:
+		b, ok := b.(*types.AttributeValueMemberS)
+		return ok && a.Value == b.Value
+	case *types.AttributeValueMemberN:
+		b, ok := b.(*types.AttributeValueMemberN)
+		if !ok {
+			return false
+		}
+		n, ok := compare(a, b)
+		return ok && n == 0
+	case *types.AttributeValueMemberB:
+		b, ok := b.(*types.AttributeValueMemberB)
+		return ok && bytes.Equal(a.Value, b.Value)
+	case *types.AttributeValueMemberBOOL:
+		b, ok := b.(*types.AttributeValueMemberBOOL)
+		return ok && a.Value == b.Value
+	case *types.AttributeValueMemberNULL:
+		_, ok := b.(*types.AttributeValueMemberNULL)
+		return ok
+	case *types.AttributeValueMemberSS:
+		b, ok := b.(*types.AttributeValueMemberSS)
+		return ok && sameSet(a.Value, b.Value)
+	case *types.AttributeValueMemberNS:
+		b, ok := b.(*types.AttributeValueMemberNS)
+		if !ok || len(a.Value) != len(b.Value) {
+			return false
+		}
+		as, bs := make([]string, len(a.Value)), make([]string, len(b.Value))
+		for i := range a.Value {
+			as[i], _ = canonicalN(a.Value[i])
+			bs[i], _ = canonicalN(b.Value[i])
+		}
+		return sameSet(as, bs)
+	case *types.AttributeValueMemberBS:
+		b, ok := b.(*types.AttributeValueMemberBS)
+		if !ok || len(a.Value) != len(b.Value) {
+			return false
+		}
+		as, bs := make([]string, len(a.Value)), make([]string, len(b.Value))
+		for i := range a.Value {
+			as[i], bs[i] = string(a.Value[i]), string(b.Value[i])
+		}
+		return sameSet(as, bs)
+	case *types.AttributeValueMemberL:
+		b, ok := b.(*types.AttributeValueMemberL)
+		return ok && slices.EqualFunc(a.Value, b.Value, equal)
+	case *types.AttributeValueMemberM:
+		b, ok := b.(*types.AttributeValueMemberM)
+		return ok && ItemsEqual(a.Value, b.Value)
+	}
+	return false
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// ItemsEqual reports whether two items hold the same attributes with equal
+// values (numbers compared by value, sets as sets). A nil and an empty item
+// are equal.
+func ItemsEqual(a, b map[string]types.AttributeValue) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || !equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// compare orders two scalars of the same type (S, N or B).
+func compare(a, b types.AttributeValue) (int, bool) {
+	switch a := a.(type) {
+	case *types.AttributeValueMemberS:
+		if b, ok := b.(*types.AttributeValueMemberS); ok {
+			return strings.Compare(a.Value, b.Value), true
+		}
+	case *types.AttributeValueMemberN:
+		if b, ok := b.(*types.AttributeValueMemberN); ok {
+			x, ok1 := new(big.Rat).SetString(a.Value)
+			y, ok2 := new(big.Rat).SetString(b.Value)
+			if ok1 && ok2 {
+				return x.Cmp(y), true
+			}
+		}
+	case *types.AttributeValueMemberB:
+		if b, ok := b.(*types.AttributeValueMemberB); ok {
+			return bytes.Compare(a.Value, b.Value), true
+		}
+	}
+	return 0, false
+}
+
+// canonicalN returns DynamoDB's form of a number: no leading zeros, no
+// trailing fractional zeros, no exponent.
+func canonicalN(s string) (string, bool) {
+	r, ok := new(big.Rat).SetString(strings.TrimSpace(s))
+	if !ok || strings.ContainsAny(s, "/") {
+		return "", false
+	}
+	return formatRat(r), true
+}
+
+func formatRat(r *big.Rat) string {
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	s := r.FloatString(40)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
