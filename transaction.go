@@ -165,7 +165,10 @@ func (l *Lock) checkStillOurs() {
 	// Only an item that names another owner or fencing token is a loss: one
 	// released or deleted may be this holder's own release landing (the
 	// next heartbeat tells otherwise).
-	if rec, ours := l.ownItem(out.Item); rec != nil && !ours {
+	// A write of this lock in flight (its release, whose landing may be
+	// what let another owner in, or a heartbeat) tells instead.
+	if rec, ours := l.ownItem(out.Item); rec != nil && !ours && l.tryTakeWrites() {
+		defer l.giveWrites()
 		l.lose(ErrLockTakenOver, errors.New("dynamolock: a guarded transaction was cancelled and the lock item is no longer this acquisition's"))
 	}
 }
