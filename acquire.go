@@ -391,6 +391,12 @@ func (a *acquisition) sleep(ctx context.Context, d time.Duration, v *view) error
 			return nil // it ended between the read and the watch
 		}
 	}
+	return a.c.pause(ctx, d, woken, "key "+strconv.Quote(a.key))
+}
+
+// pause waits d, or until woken is closed, and returns the error that ends
+// a waiting acquisition of what when ctx ends or the client closes first.
+func (c *Client) pause(ctx context.Context, d time.Duration, woken <-chan struct{}, what string) error {
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
@@ -399,9 +405,9 @@ func (a *acquisition) sleep(ctx context.Context, d time.Duration, v *view) error
 	case <-woken:
 		return nil
 	case <-ctx.Done():
-		return notGranted(ctx.Err(), "key %q: context done while waiting", a.key)
-	case <-a.c.closing:
-		return notGranted(ErrClientClosed, "key %q", a.key)
+		return notGranted(ctx.Err(), "%s: context done while waiting", what)
+	case <-c.closing:
+		return notGranted(ErrClientClosed, "%s", what)
 	}
 }
 

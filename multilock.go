@@ -423,14 +423,5 @@ func (m *multiAcquisition) retryable(ctx context.Context, err error) bool {
 
 // sleep waits d, or until ctx ends or the client closes.
 func (m *multiAcquisition) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(max(d, 0))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return notGranted(ctx.Err(), "keys %q: context done while waiting", m.keys)
-	case <-m.c.closing:
-		return notGranted(ErrClientClosed, "keys %q", m.keys)
-	}
+	return m.c.pause(ctx, d, nil, fmt.Sprintf("keys %q", m.keys))
 }

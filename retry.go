@@ -100,11 +100,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// jitter returns a random duration in [0, d*percent/100).
-func jitter(d time.Duration, percent int) time.Duration {
-	return randomUpTo(d / 100 * time.Duration(percent))
-}
-
 // randomUpTo returns a random duration in [0, d), or 0.
 func randomUpTo(d time.Duration) time.Duration {
 	if d < 1 {

@@ -324,7 +324,7 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 	}
 	if r.failed {
 		e.backoff = min(max(2*e.backoff, 25*time.Millisecond), max(s.c.heartbeatPeriod/2, 25*time.Millisecond))
-		e.retryAt = now.Add(e.backoff + jitter(e.backoff, 100))
+		e.retryAt = now.Add(e.backoff + randomUpTo(e.backoff))
 	} else {
 		e.backoff = 0
 		e.retryAt = time.Time{}
