@@ -89,6 +89,9 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 			return invalid("WithAdditionalAttributes", name, "has a nil value")
 		}
 	}
+	if o.fair && o.failIfLocked {
+		return invalid("WithFairness", "FailIfLocked", "cannot be combined with FailIfLocked: a fair acquisition waits its turn")
+	}
 	if m := o.sessionMonitor; m != nil {
 		if err := c.validateSessionMonitor(m, o.lease); err != nil {
 			return err
@@ -127,6 +130,7 @@ type acquisition struct {
 	// that a write whose answer was lost is recognised (and adopted) when
 	// a later answer shows it.
 	attempts map[string]attempt
+	fair     *fairState // WithFairness; nil otherwise
 }
 
 // attempt is one acquiring write.
@@ -141,6 +145,9 @@ type attempt struct {
 func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions, start time.Time) (*Lock, error) {
 	a := &acquisition{c: c, key: key, sortKey: o.sortKey, o: o, start: start, attempts: make(map[string]attempt, 2)}
 	a.regKey = registryKey(key, a.sortKey)
+	if o.fair {
+		a.fair = newFairState(o)
+	}
 	if o.reentrant {
 		// Reentrant acquisitions of one key take turns, so that concurrent
 		// ones return the same lock instead of each taking it from the
@@ -157,6 +164,7 @@ func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions,
 	l, err := a.run(ctx)
 	if err != nil {
 		a.undo(ctx)
+		a.leaveQueue(ctx)
 	}
 	for rvn := range a.attempts {
 		c.inflight.Delete(rvn)
@@ -168,16 +176,20 @@ func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions,
 func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 	c := a.c
 	v := &view{}
-	next := decision{step: stepWrite}
+	next := a.fairly(decision{step: stepWrite}, v, time.Now(), time.Time{})
 	for {
 		switch next.step {
 		case stepWrite:
 			if next.stale {
 				c.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(a.key), slogOwner(v.rec.owner), slogRVN(v.rec.rvn))
 			}
-			l, err := a.write(ctx, next.takeover, v)
+			l, err := a.write(ctx, next, v)
 			if l != nil || err != nil {
 				return l, err
+			}
+		case stepJoin:
+			if err := a.join(ctx, v); err != nil {
+				return nil, err
 			}
 		case stepRead:
 			if err := a.sleep(ctx, time.Until(next.at), v); err != nil {
@@ -203,7 +215,7 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 				_, in.inFlightHere = c.inflight.Load(v.rec.rvn)
 			}
 		}
-		next = decide(in)
+		next = a.fairly(decide(in), v, in.now, in.deadline)
 	}
 }
 
@@ -227,14 +239,14 @@ func (a *acquisition) deadlineFor(v *view) time.Time {
 
 // write sends the acquiring UpdateItem. It returns the new lock, or updates
 // v with what the answer showed, or returns the error that ends the call.
-func (a *acquisition) write(ctx context.Context, takeover string, v *view) (*Lock, error) {
+func (a *acquisition) write(ctx context.Context, d decision, v *view) (*Lock, error) {
 	c := a.c
 	rvn := newRVN()
 	// One instant for the stored expiry and this holder's lease, taken
 	// before the send: the holder's lease never ends later than what it
 	// wrote, nor later than any observer's.
 	sent := time.Now()
-	in := c.acquireInput(a.key, a.sortKey, a.o, rvn, takeover, sent)
+	in := c.acquireInput(a.key, a.sortKey, a.o, rvn, d.takeover, d.queue, sent)
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true}
 	a.attempts[rvn] = at
 	c.inflight.Store(rvn, struct{}{})
@@ -281,8 +293,13 @@ func (a *acquisition) learn(ctx context.Context, v *view, item map[string]types.
 	if v.absent {
 		return nil
 	}
+	now := time.Now()
 	if v.rec, v.bad = a.c.schema.decodeItem(item); v.bad == nil && !v.rec.released {
-		v.seen = a.c.observations.observe(a.regKey, v.rec.rvn, time.Now())
+		v.seen = a.c.observations.observe(a.regKey, v.rec.rvn, now)
+	}
+	if a.fair != nil {
+		ws, _, _ := queueOf(item)
+		a.fair.observe(ws, now)
 	}
 	return nil
 }
@@ -416,7 +433,7 @@ func (c *Client) pause(ctx context.Context, d time.Duration, woken <-chan struct
 // and on failure returns the current item (ReturnValuesOnConditionCheckFailure)
 // so that no read is needed to learn who holds it. sent is the instant the
 // lease counts from.
-func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, sent time.Time) *dynamodb.UpdateItemInput {
+func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	set := "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(c.ownerName)) +
 		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(o.lease))) +
@@ -451,6 +468,9 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 	}
 	if o.onlyIfLockAlreadyExist {
 		cond = "attribute_exists(#pk) AND (" + cond + ")"
+	}
+	if q != nil {
+		cond, remove = q.expr(b, cond, remove)
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.tableName),

@@ -24,6 +24,7 @@ const (
 	stepRead              // read the item at `at`
 	stepAdopt             // the item is this call's own write, whose answer was lost
 	stepFail              // give up with err
+	stepJoin              // add or renew this waiter's entry in the fair queue (WithFairness)
 )
 
 type decision struct {
@@ -32,6 +33,10 @@ type decision struct {
 	at       time.Time
 	err      error
 	stale    bool // a takeover of a holder seen unchanged for its lease
+	// reentrant: a takeover of an item naming this client's owner
+	// (WithReentrant), which no queue holds up.
+	reentrant bool
+	queue     *queueWrite // WithFairness: what the write adds for the queue
 }
 
 // decideInput is everything the decision looks at.
@@ -84,7 +89,7 @@ func decide(in decideInput) decision {
 			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
 		}
 		if in.o.reentrant && !in.inFlightHere {
-			return decision{step: stepWrite, takeover: rec.rvn} // Java's reentrant: an item naming our owner is ours to take
+			return decision{step: stepWrite, takeover: rec.rvn, reentrant: true} // Java's reentrant: an item naming our owner is ours to take
 		}
 	}
 	staleAt := v.seen.Add(rec.lease)

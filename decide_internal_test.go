@@ -44,7 +44,7 @@ func TestDecide(t *testing.T) {
 		{name: "our own write landed, its lease over: take it anew", v: holder("me", "mine"), now: t0.Add(lease),
 			attempts: map[string]attempt{"mine": {sent: t0, lease: lease}}, want: decision{step: stepWrite, takeover: "mine"}},
 		{name: "our owner name, reentrant: take it", v: holder("me", "old"), now: t0,
-			o: &acquireLockOptions{refreshPeriod: time.Second, reentrant: true}, want: decision{step: stepWrite, takeover: "old"}},
+			o: &acquireLockOptions{refreshPeriod: time.Second, reentrant: true}, want: decision{step: stepWrite, takeover: "old", reentrant: true}},
 		{name: "our owner name, not reentrant: waits like for anyone", v: holder("me", "old"), now: t0,
 			want: decision{step: stepRead, at: t0.Add(900 * time.Millisecond)}},
 		{name: "our owner name, not reentrant, deadline: names WithReentrant", v: holder("me", "old"), now: t0.Add(5 * time.Second),

@@ -56,7 +56,7 @@ type schema struct {
 func (s schema) reserved(name string) bool {
 	switch name {
 	case s.partitionKeyName, attrOwnerName, attrLeaseDuration, attrRVN, attrData,
-		attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN:
+		attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue:
 		return true
 	}
 	return name != "" && (name == s.sortKeyName || name == s.ttlAttribute)

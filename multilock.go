@@ -101,6 +101,8 @@ func (c *Client) validateAcquireLocks(keys []string, o *acquireLockOptions) erro
 		return invalid("keys", len(keys), "must name at most %d keys, DynamoDB's limit for one transaction", MaxLocksPerAcquire)
 	case o.reentrant:
 		return invalid("WithReentrant", true, "cannot be used with AcquireLocks")
+	case o.fair:
+		return invalid("WithFairness", true, "cannot be used with AcquireLocks: the fair queue is per key")
 	case len(keys)*len(o.data) > maxTransactionBytes/2:
 		return invalid("WithData", fmt.Sprintf("%d bytes", len(o.data)),
 			"written to %d keys would come near DynamoDB's %d-byte limit for one transaction", len(keys), maxTransactionBytes)
@@ -168,7 +170,7 @@ func (m *multiAcquisition) tryWrite(ctx context.Context, takeover map[string]str
 	sent := time.Now() // one instant for the stored expiries and the locks' leases
 	items := make([]types.TransactWriteItem, len(m.keys))
 	for i, k := range m.keys {
-		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(k, m.o.sortKey, m.o, rvn, takeover[k], sent))}
+		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(k, m.o.sortKey, m.o, rvn, takeover[k], nil, sent))}
 	}
 	m.attempts[rvn] = attempt{sent: sent, lease: m.o.lease}
 	_, err := m.tw.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})

@@ -161,6 +161,7 @@ type acquireLockOptions struct {
 	sortKey                *string       // WithSortKeyValue; nil: the client's default
 	lease                  time.Duration // WithLockLease; 0: the client's lease
 	refreshJitter          time.Duration // WithRefreshJitter; -1: a tenth of the refresh period
+	fair                   bool          // WithFairness
 }
 
 // newAcquireLockOptions applies opts over the defaults. validateAcquire

@@ -1,0 +1,317 @@
+package dynamolock
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// attrFairQueue is the queue of fair waiters on a lock item: a map from a
+// waiter's id to {t: ticket, b: beat, l: lease in milliseconds}.
+const attrFairQueue = "fairQueue"
+
+// WithFairness makes the acquisition wait its turn: acquisitions of the key
+// made with WithFairness, in any client or process, get the lock in the
+// order they started waiting, and one that finds others waiting for a lock
+// that is free goes behind them, so a client that releases and re-acquires
+// at once no longer starves the others.
+//
+// The order is kept in the lock item itself, in the attribute fairQueue:
+//   - A free lock with no waiters costs the usual one write.
+//   - A waiter adds itself to the queue with one more write (its ticket
+//     follows the highest in the queue), then polls as usual. It renews its
+//     entry with one write every third of its lease while it waits; the
+//     renewal answers as a poll would.
+//   - Only the waiter first in line among the live ones takes the lock once
+//     it is free (or its holder dead), removing its own entry, and any dead
+//     ones before it, in the same write.
+//   - A waiter whose context ends, or whose wait times out, removes its entry
+//     with one write. One that crashes is skipped by the others once its
+//     entry has stayed unchanged for its lease (as they see it on their own
+//     clocks), so it delays the lock by at most that lease and never blocks
+//     it.
+//
+// Mutual exclusion is the same as without the option: the queue only
+// decides which waiter sends the acquiring write. Acquisitions without the
+// option, and Amazon's Java client and dynamolock v2, ignore the queue and
+// may take the lock ahead of it; the Java client and dynamolock v2 (which
+// replace the item on acquisition) and releases with
+// [WithDeleteLockOnRelease] clear it, after which the waiters add themselves
+// again with their tickets, so their order is kept among them. WithFairness
+// cannot be combined with [FailIfLocked].
+func WithFairness() AcquireLockOption {
+	return func(o *acquireLockOptions) { o.fair = true }
+}
+
+// waiter is one entry of the fair queue.
+type waiter struct {
+	id     string
+	ticket uint64
+	beat   string
+	lease  time.Duration
+	bad    bool // the entry cannot be interpreted: it orders nobody
+}
+
+// before orders the queue: by ticket, then by id (tickets taken from the
+// same view of the queue are equal).
+func (w waiter) before(ticket uint64, id string) bool {
+	return cmp.Or(cmp.Compare(w.ticket, ticket), cmp.Compare(w.id, id)) < 0
+}
+
+// queueOf reads the fair queue of an item. present is false when the item
+// has none; ok is false when it has one this client cannot use (not a map),
+// and fairness is then given up for this item.
+func queueOf(item map[string]types.AttributeValue) (ws []waiter, present, ok bool) {
+	av, found := item[attrFairQueue]
+	if !found {
+		return nil, false, true
+	}
+	m, isMap := av.(*types.AttributeValueMemberM)
+	if !isMap {
+		return nil, true, false
+	}
+	ws = make([]waiter, 0, len(m.Value))
+	for id, ev := range m.Value {
+		ws = append(ws, decodeWaiter(id, ev))
+	}
+	return ws, true, true
+}
+
+func decodeWaiter(id string, ev types.AttributeValue) waiter {
+	w := waiter{id: id, bad: true}
+	e, ok := ev.(*types.AttributeValueMemberM)
+	if !ok {
+		return w
+	}
+	t, err1 := uintAttr(e.Value, "t")
+	l, err2 := uintAttr(e.Value, "l")
+	b, ok := e.Value["b"].(*types.AttributeValueMemberS)
+	if err1 != nil || err2 != nil || !ok || t == 0 || l == 0 || l > uint64(maxWaiterLease/time.Millisecond) {
+		return w
+	}
+	return waiter{id: id, ticket: t, beat: b.Value, lease: time.Duration(l) * time.Millisecond}
+}
+
+// maxWaiterLease bounds the lease a waiter's entry may claim, so that an
+// entry written by mistake cannot hold up the queue for long.
+const maxWaiterLease = time.Hour
+
+// fairState is a fair acquisition's place in the queue.
+type fairState struct {
+	id     string
+	ticket uint64        // 0: not in the queue
+	beat   string        // the beat this waiter last wrote
+	beatAt time.Time     // when it was sent
+	lease  time.Duration // how long an unchanged entry of ours stays live
+	// seen holds, per other waiter, the beat this acquisition last saw in
+	// its entry and when it first saw it.
+	seen map[string]beatSeen
+}
+
+type beatSeen struct {
+	beat string
+	at   time.Time
+}
+
+func newFairState(o *acquireLockOptions) *fairState {
+	return &fairState{id: randomID(), lease: o.lease, seen: make(map[string]beatSeen)}
+}
+
+// randomID is a short random identifier (16 hex digits).
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// observe records the beats an answer showed.
+func (f *fairState) observe(ws []waiter, now time.Time) {
+	for id := range f.seen {
+		if !slices.ContainsFunc(ws, func(w waiter) bool { return w.id == id }) {
+			delete(f.seen, id)
+		}
+	}
+	for _, w := range ws {
+		if s, ok := f.seen[w.id]; !ok || s.beat != w.beat {
+			f.seen[w.id] = beatSeen{beat: w.beat, at: now}
+		}
+	}
+}
+
+// deadAt is when w counts as gone: its entry unchanged for its lease.
+func (f *fairState) deadAt(w waiter) time.Time {
+	if w.bad {
+		return time.Time{}
+	}
+	return f.seen[w.id].at.Add(w.lease)
+}
+
+// queueWrite is what a fair acquiring write adds to the usual one.
+type queueWrite struct {
+	empty  bool     // condition: the item has no queue, or an empty one
+	remove []string // entries to remove (ours and dead ones before it); condition: the queue exists
+}
+
+// fairly turns the acquisition's decision into a fair one: a write goes
+// ahead only for the first live waiter in the queue, and a waiter that
+// must wait has its entry in the queue, renewed in time.
+func (a *acquisition) fairly(d decision, v *view, now time.Time, deadline time.Time) decision {
+	f := a.fair
+	if f == nil || d.step == stepAdopt || d.step == stepFail || d.reentrant {
+		return d
+	}
+	if !v.known {
+		if d.step == stepWrite {
+			d.queue = &queueWrite{empty: true} // the first write: it must find nobody waiting
+		}
+		return d
+	}
+	ws, present, ok := queueOf(v.raw)
+	if !ok {
+		return d // an item this client cannot queue on: no fairness
+	}
+	mine := slices.IndexFunc(ws, func(w waiter) bool { return w.id == f.id }) >= 0
+	if d.step == stepRead {
+		return f.keepPlace(d, mine, v, now)
+	}
+	// The lock can be taken: by us only if nobody live is before us.
+	var dead []string
+	nextDeath := deadline // when the first live waiter before us could count as gone
+	blocked := false
+	for _, w := range ws {
+		if w.id == f.id || f.ticket != 0 && !w.before(f.ticket, f.id) {
+			continue
+		}
+		if at := f.deadAt(w); now.Before(at) {
+			blocked = true
+			nextDeath = earliest(nextDeath, at)
+			continue
+		}
+		dead = append(dead, w.id)
+	}
+	if !blocked {
+		if !present || len(ws) == 0 {
+			d.queue = &queueWrite{empty: true}
+			return d
+		}
+		if mine {
+			dead = append(dead, f.id)
+		}
+		d.queue = &queueWrite{remove: dead}
+		return d
+	}
+	if !now.Before(deadline) {
+		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: now.Sub(a.start)},
+			"key %q: waiters before this one in the fair queue kept their turn", a.key)}
+	}
+	next := now.Add(a.o.refreshPeriod - randomUpTo(a.o.refreshJitter))
+	return f.keepPlace(decision{step: stepRead, at: earliest(next, nextDeath)}, mine, v, now)
+}
+
+// keepPlace makes a waiting decision keep this waiter's entry in the queue:
+// add it when it is missing, renew it when a third of its lease has passed.
+func (f *fairState) keepPlace(d decision, mine bool, v *view, now time.Time) decision {
+	if v.absent {
+		return d
+	}
+	renewAt := f.beatAt.Add(f.lease / 3)
+	if !mine || !now.Before(renewAt) {
+		return decision{step: stepJoin}
+	}
+	d.at = earliest(d.at, renewAt)
+	return d
+}
+
+// join writes this waiter's entry into the queue (adding it, or renewing
+// its beat), and learns the item from the answer.
+func (a *acquisition) join(ctx context.Context, v *view) error {
+	c, f := a.c, a.fair
+	ws, present, _ := queueOf(v.raw)
+	if f.ticket == 0 {
+		for _, w := range ws {
+			f.ticket = max(f.ticket, w.ticket)
+		}
+		f.ticket++
+	}
+	f.beat = randomID()
+	f.beatAt = time.Now()
+	entry := &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		"t": attrN(f.ticket), "b": attrS(f.beat), "l": attrN(uint64(f.lease / time.Millisecond)),
+	}}
+	b := newExprBuilder()
+	q := b.name("#q", attrFairQueue)
+	cond := "attribute_exists(" + b.name("#pk", c.partitionKeyName) + ") AND "
+	var update string
+	if present {
+		update = "SET " + q + "." + b.name("#w", f.id) + " = " + b.value(":e", entry)
+		cond += "attribute_exists(" + q + ")"
+	} else {
+		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{f.id: entry}})
+		cond += "attribute_not_exists(" + q + ")"
+	}
+	in := c.guardedUpdate(c.itemKeyOf(a.key, a.sortKey), b, update, cond)
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := c.db.UpdateItem(ctx, in)
+	c.metrics.call(ctx, "UpdateItem")
+	err = c.classify(ctx, err)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return a.learn(ctx, v, out.Attributes, nil)
+	case errors.As(err, &ccf):
+		return a.learn(ctx, v, ccf.Item, nil) // the queue or the item changed: decide again
+	}
+	*v = view{}
+	return a.failed(ctx, v, err)
+}
+
+// leaveQueue removes this waiter's entry when the acquisition gives up:
+// best effort, with a bounded wait even when ctx has ended. An entry left
+// behind is skipped by the others after its lease.
+func (a *acquisition) leaveQueue(ctx context.Context) {
+	if a.fair == nil || a.fair.ticket == 0 {
+		return
+	}
+	c := a.c
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	b := newExprBuilder()
+	q := b.name("#q", attrFairQueue)
+	in := &dynamodb.UpdateItemInput{
+		TableName:                aws.String(c.tableName),
+		Key:                      c.itemKeyOf(a.key, a.sortKey),
+		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", a.fair.id)),
+		ConditionExpression:      aws.String("attribute_exists(" + q + ")"),
+		ExpressionAttributeNames: b.names,
+	}
+	_, err := c.db.UpdateItem(ctx, in)
+	c.metrics.call(ctx, "UpdateItem")
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the fair queue; the entry is skipped after its lease",
+			slogKey(a.key), slogErr(err))
+	}
+}
+
+// queueExpr adds q's condition and removals to an acquiring write's
+// expressions.
+func (q *queueWrite) expr(b *exprBuilder, cond, remove string) (string, string) {
+	name := b.name("#q", attrFairQueue)
+	if q.empty {
+		return "(" + cond + ") AND (attribute_not_exists(" + name + ") OR size(" + name + ") = " + b.value(":zero", attrN(0)) + ")", remove
+	}
+	for i, id := range q.remove {
+		remove += ", " + name + "." + b.name("#w"+strconv.Itoa(i), id)
+	}
+	return "(" + cond + ") AND attribute_exists(" + name + ")", remove
+}

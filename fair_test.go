@@ -1,0 +1,333 @@
+package dynamolock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
+)
+
+// queueLen is the number of entries in the item's fair queue.
+func queueLen(t testing.TB, db *dynamodb.Client, table, key string) int {
+	m, _ := rawItem(t, db, table, keyOf(key))["fairQueue"].(*types.AttributeValueMemberM)
+	if m == nil {
+		return 0
+	}
+	return len(m.Value)
+}
+
+// order records who acquired, in order.
+type order struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (o *order) add(name string) {
+	o.mu.Lock()
+	o.names = append(o.names, name)
+	o.mu.Unlock()
+}
+
+func (o *order) get() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.names...)
+}
+
+// heldByHolder returns a fresh table whose key "k" a client named
+// "holder" holds.
+func heldByHolder(t *testing.T) (string, *dynamodb.Client, *dynamolock.Client, *dynamolock.Lock) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	holder := newClient(t, db, table, dynamolock.WithOwnerName("holder"))
+	h, err := holder.AcquireLockWithContext(context.Background(), "k")
+	require.NoError(t, err)
+	return table, db, holder, h
+}
+
+var fairPoll = []dynamolock.AcquireLockOption{
+	dynamolock.WithFairness(),
+	dynamolock.WithRefreshPeriod(100 * time.Millisecond),
+	dynamolock.WithAdditionalTimeToWaitForLock(20 * time.Second),
+}
+
+// Fair waiters get the lock in the order they started waiting, and a holder
+// that releases and at once acquires again goes behind them.
+func TestFairOrder(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx := context.Background()
+	opts := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(5 * time.Second), dynamolock.WithHeartbeatPeriod(time.Second)}
+	clients := map[string]*dynamolock.Client{}
+	for _, n := range []string{"A", "B", "C"} {
+		clients[n] = newClient(t, db, table, append(opts, dynamolock.WithOwnerName(n))...)
+	}
+	held, err := clients["A"].AcquireLockWithContext(ctx, "k", fairPoll...)
+	require.NoError(t, err)
+
+	var got order
+	var wg sync.WaitGroup
+	take := func(name string) {
+		defer wg.Done()
+		l, err := clients[name].AcquireLockWithContext(ctx, "k", fairPoll...)
+		if !assert.NoError(t, err, name) {
+			return
+		}
+		got.add(name)
+		_, err = clients[name].ReleaseLockWithContext(ctx, l)
+		assert.NoError(t, err)
+	}
+	wg.Add(2)
+	go take("B")
+	waitFor(t, 10*time.Second, "B in the queue", func() bool { return queueLen(t, db, table, "k") == 1 })
+	go take("C")
+	waitFor(t, 10*time.Second, "C in the queue", func() bool { return queueLen(t, db, table, "k") == 2 })
+
+	// A releases and re-acquires at once: it must go behind B and C.
+	_, err = clients["A"].ReleaseLockWithContext(ctx, held)
+	require.NoError(t, err)
+	wg.Add(1)
+	take("A")
+	wg.Wait()
+	assert.Equal(t, []string{"B", "C", "A"}, got.get())
+	assert.Zero(t, queueLen(t, db, table, "k"), "every waiter left the queue")
+}
+
+// An uncontended fair acquisition costs one write, like a plain one; a
+// waiter pays one more write to join the queue.
+func TestFairCalls(t *testing.T) {
+	table := newTable(t, "")
+	db, calls := newDB(t)
+	ctx := context.Background()
+	c := newClient(t, db, table, dynamolock.WithOwnerName("solo"))
+	calls.reset()
+	l, err := c.AcquireLockWithContext(ctx, "k", fairPoll...)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"UpdateItem": 1}, calls.reset(), "a free lock: one write")
+	_, err = c.ReleaseLockWithContext(ctx, l)
+	require.NoError(t, err)
+
+	holderDB, _ := newDB(t)
+	holder := newClient(t, holderDB, table, dynamolock.WithOwnerName("holder"))
+	h, err := holder.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	calls.reset()
+	done := make(chan error, 1)
+	go func() {
+		l, err := c.AcquireLockWithContext(ctx, "k", fairPoll...)
+		if err == nil {
+			_, err = c.ReleaseLockWithContext(ctx, l)
+		}
+		done <- err
+	}()
+	waitFor(t, 10*time.Second, "the waiter in the queue", func() bool { return queueLen(t, holderDB, table, "k") == 1 })
+	_, err = holder.ReleaseLockWithContext(ctx, h)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	got := calls.reset()
+	t.Logf("a waiting fair acquisition: %v", got)
+	// The failed write, the join, the acquiring write and the release; the
+	// rest are polls (the wait was shorter than a third of the lease, so no
+	// renewal of the entry).
+	assert.Equal(t, 4, got["UpdateItem"])
+	assert.Positive(t, got["GetItem"])
+}
+
+// A fair waiter that stops (its process dies: it sends nothing more, not
+// even its leave) holds up the waiters behind it for its lease, as they see
+// it, and no longer.
+func TestFairWaiterCrash(t *testing.T) {
+	table, db, holder, h := heldByHolder(t)
+	ctx := context.Background()
+
+	// B's client dies after its join: every later call fails without being
+	// sent.
+	var dead atomic.Bool
+	crash := &faults.Rule{Op: "UpdateItem", Match: func(any) bool { return dead.Load() }, Drop: true}
+	getCrash := &faults.Rule{Op: "GetItem", Match: func(any) bool { return dead.Load() }, Drop: true}
+	bDB := faults.Wrap(db, crash, getCrash)
+	const waiterLease = 2 * time.Second
+	b := newClient(t, bDB, table, dynamolock.WithOwnerName("B"), dynamolock.WithLeaseDuration(waiterLease),
+		dynamolock.WithHeartbeatPeriod(waiterLease/4))
+	bCtx, stopB := context.WithCancel(ctx)
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := b.AcquireLockWithContext(bCtx, "k", fairPoll...)
+		bDone <- err
+	}()
+	waitFor(t, 10*time.Second, "B in the queue", func() bool { return queueLen(t, db, table, "k") == 1 })
+	dead.Store(true)
+	stopB()
+	require.Error(t, <-bDone)
+	require.Equal(t, 1, queueLen(t, db, table, "k"), "B's leave was never sent")
+	crashed := time.Now()
+
+	c := newClient(t, db, table, dynamolock.WithOwnerName("C"))
+	cGot := make(chan time.Time, 1)
+	go func() {
+		l, err := c.AcquireLockWithContext(ctx, "k", fairPoll...)
+		if assert.NoError(t, err) {
+			cGot <- time.Now()
+			_, _ = c.ReleaseLockWithContext(ctx, l)
+		}
+	}()
+	waitFor(t, 10*time.Second, "C in the queue", func() bool { return queueLen(t, db, table, "k") == 2 })
+	_, err := holder.ReleaseLockWithContext(ctx, h)
+	require.NoError(t, err)
+	select {
+	case at := <-cGot:
+		took := at.Sub(crashed)
+		t.Logf("C got the lock %s after B crashed (B's lease %s)", took, waiterLease)
+		assert.GreaterOrEqual(t, took, waiterLease, "B's entry is respected for its lease")
+		assert.Less(t, took, waiterLease+5*time.Second, "and skipped after it")
+	case <-time.After(waiterLease + 15*time.Second):
+		t.Fatal("the crashed waiter blocked the lock")
+	}
+	assert.Zero(t, queueLen(t, db, table, "k"), "C removed the dead entry with its own")
+}
+
+// A fair waiter whose context ends leaves the queue at once, so the next
+// waiter is not held up.
+func TestFairWaiterGivesUp(t *testing.T) {
+	table, db, holder, h := heldByHolder(t)
+	ctx := context.Background()
+	b := newClient(t, db, table, dynamolock.WithOwnerName("B"))
+	bCtx, stopB := context.WithCancel(ctx)
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := b.AcquireLockWithContext(bCtx, "k", fairPoll...)
+		bDone <- err
+	}()
+	waitFor(t, 10*time.Second, "B in the queue", func() bool { return queueLen(t, db, table, "k") == 1 })
+	stopB()
+	err := <-bDone
+	require.ErrorIs(t, err, context.Canceled)
+	var lng *dynamolock.LockNotGrantedError
+	require.ErrorAs(t, err, &lng)
+	assert.Zero(t, queueLen(t, db, table, "k"), "B left the queue")
+
+	_, err = holder.ReleaseLockWithContext(ctx, h)
+	require.NoError(t, err)
+	c := newClient(t, db, table, dynamolock.WithOwnerName("C"))
+	start := time.Now()
+	l, err := c.AcquireLockWithContext(ctx, "k", fairPoll...)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), time.Second, "nobody left to wait for")
+	assert.NoError(t, l.Close())
+}
+
+// Fair and plain clients loop on one key: they never hold it together, and
+// every fair client gets it.
+func TestFairMixedClients(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx := context.Background()
+	var inside atomic.Int32
+	var overlaps atomic.Int32
+	counts := make([]atomic.Int32, 5)
+	stop := time.Now().Add(4 * time.Second)
+	var wg sync.WaitGroup
+	for i := range counts {
+		fair := i < 3
+		c := newClient(t, db, table, dynamolock.WithOwnerName(fmt.Sprintf("c%d-fair=%v", i, fair)),
+			dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
+		opts := []dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(50 * time.Millisecond),
+			dynamolock.WithAdditionalTimeToWaitForLock(time.Minute)}
+		if fair {
+			opts = append(opts, dynamolock.WithFairness())
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				l, err := c.AcquireLockWithContext(ctx, "k", opts...)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				counts[i].Add(1)
+				time.Sleep(5 * time.Millisecond) // the work under the lock
+				inside.Add(-1)
+				_, err = c.ReleaseLockWithContext(ctx, l)
+				assert.NoError(t, err)
+				if !fair {
+					time.Sleep(20 * time.Millisecond) // plain clients pause, or they starve everyone
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Zero(t, overlaps.Load(), "the lock was never held twice")
+	for i := range counts {
+		t.Logf("client %d (fair=%v): %d acquisitions", i, i < 3, counts[i].Load())
+		if i < 3 {
+			assert.Positive(t, counts[i].Load(), "fair client %d got the lock", i)
+		}
+	}
+	assert.Zero(t, queueLen(t, db, table, "k"), "no entry left behind")
+}
+
+// Amazon's Java client and dynamolock v2 replace the item when they acquire
+// it, clearing the queue: the waiters add themselves again with their
+// tickets, so their order holds.
+func TestFairQueueClearedByForeignWriter(t *testing.T) {
+	table, db, _, h := heldByHolder(t)
+	ctx := context.Background()
+	var got order
+	var wg sync.WaitGroup
+	for _, n := range []string{"B", "C"} {
+		c := newClient(t, db, table, dynamolock.WithOwnerName(n))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.AcquireLockWithContext(ctx, "k", fairPoll...)
+			if assert.NoError(t, err, n) {
+				got.add(n)
+				time.Sleep(50 * time.Millisecond)
+				_, err = c.ReleaseLockWithContext(ctx, l)
+				assert.NoError(t, err)
+			}
+		}()
+		want := len(got.get()) + 1 + map[string]int{"B": 0, "C": 1}[n]
+		waitFor(t, 10*time.Second, n+" in the queue", func() bool { return queueLen(t, db, table, "k") == want })
+	}
+	// The Java client takes the lock over (as if the holder were dead) with
+	// a PutItem: the queue is gone; it never renews, so its lease of one
+	// second runs out.
+	h.Close() // stop our holder's heartbeats first
+	putRaw(t, db, table, map[string]types.AttributeValue{
+		"key": s("k"), "ownerName": s("java"), "leaseDuration": s("1000"), "recordVersionNumber": s("java-rvn"),
+	})
+	waitFor(t, 10*time.Second, "the waiters back in the queue", func() bool { return queueLen(t, db, table, "k") == 2 })
+	wg.Wait()
+	assert.Equal(t, []string{"B", "C"}, got.get())
+}
+
+// WithFairness is refused where it cannot keep its promise, before any call.
+func TestFairBadInput(t *testing.T) {
+	table := newTable(t, "")
+	db, calls := newDB(t)
+	c := newClient(t, db, table)
+	calls.reset()
+	_, err := c.AcquireLock("k", dynamolock.WithFairness(), dynamolock.FailIfLocked())
+	var inv *dynamolock.InvalidArgumentError
+	require.ErrorAs(t, err, &inv)
+	assert.Equal(t, "WithFairness", inv.Name)
+	_, err = c.AcquireLocks(context.Background(), []string{"a", "b"}, dynamolock.WithFairness())
+	require.ErrorAs(t, err, &inv)
+	assert.True(t, errors.Is(err, dynamolock.ErrInvalidArgument))
+	assert.Zero(t, calls.total())
+}
