@@ -1,15 +1,17 @@
 // Command lockbench measures dynamolock against Amazon DynamoDB Local: calls
 // per operation, latency against the raw DynamoDB call, heartbeat capacity,
-// failover, contention, and the DynamoDB cost that follows.
+// failover, same-process hand-over, contention, and the DynamoDB cost that
+// follows.
 //
 // Usage:
 //
 //	lockbench all [-quick] [-out docs/BENCHMARKS.md] [-png docs/benchmarks.png] [-gobench FILE]
 //	lockbench calls
 //	lockbench latency [-samples 1000]
-//	lockbench capacity [-n 5000 | -search 1000,2500,5000] [-hold 30s] [-lease 3s] [-heartbeat 1s] [-concurrency 32] [-refine]
+//	lockbench capacity [-n 5000 | -search 1000,2500,5000] [-hold 30s] [-lease 3s] [-heartbeat 1s] [-concurrency 32] [-refine] [-bound-point]
 //	lockbench failover [-trials 8]
-//	lockbench contention [-contenders 2,8,32] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
+//	lockbench handover [-trials 8] [-waiters 4] [-refresh 1s,10s]
+//	lockbench contention [-modes default] [-contenders 2,8,32] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
 //
 // It uses the DynamoDB Local at $DYNAMODB_ENDPOINT, or starts a private one
 // when that is unset. `make bench` runs `lockbench all`.
@@ -47,7 +49,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|capacity|failover|contention [flags]; lockbench CMD -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|capacity|failover|handover|contention [flags]; lockbench CMD -h for flags")
 	os.Exit(2)
 }
 
@@ -62,15 +64,18 @@ func run(ctx context.Context, cmd string, args []string) error {
 		n          = fs.Int("n", 5000, "capacity: locks to hold")
 		search     = fs.String("search", "", "capacity: comma-separated N to try in order, stopping at the first loss")
 		refine     = fs.Bool("refine", false, "capacity -search: try the midpoint after the first loss")
+		boundPoint = fs.Bool("bound-point", false, "capacity -search: also try the N at 90% of the backend bound (ceiling × lease)")
 		hold       = fs.Duration("hold", 0, "capacity: how long to hold (default 30s); contention: how long each holder keeps the lock (default 10ms)")
 		lease      = fs.Duration("lease", 3*time.Second, "capacity: lease duration")
 		heartbeat  = fs.Duration("heartbeat", time.Second, "capacity: heartbeat period")
 		conc       = fs.Int("concurrency", 0, "capacity: WithHeartbeatConcurrency (0: the default, 32)")
 		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks")
 		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate first (0: skip)")
-		trials     = fs.Int("trials", 8, "failover: trials per scenario")
+		trials     = fs.Int("trials", 8, "failover: trials per scenario; handover: clients side by side per refresh period")
+		waiters    = fs.Int("waiters", bench.DefaultHandover().Waiters, "handover: goroutines of one client waiting for the key")
+		modes      = fs.String("modes", modeNames(), "contention: AcquireLock modes to run, each beside the others (this build has: "+modeNames()+")")
 		contenders = fs.String("contenders", "2,8,32", "contention: numbers of contenders")
-		refresh    = fs.Duration("refresh", time.Second, "contention: WithRefreshPeriod")
+		refresh    = fs.String("refresh", "", "contention: WithRefreshPeriod (default 1s); handover: comma-separated periods (default 1s,10s)")
 		pause      = fs.Duration("pause", 0, "contention: pause between a release and the next attempt")
 		duration   = fs.Duration("duration", 10*time.Second, "contention: length of each run")
 		idle       = fs.Int("idle-conns", bench.DefaultIdleConns, "SDK HTTP MaxIdleConnsPerHost (0: the SDK default, 10)")
@@ -82,7 +87,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		return err
 	}
 	switch cmd {
-	case "all", "calls", "latency", "capacity", "failover", "contention":
+	case "all", "calls", "latency", "capacity", "failover", "handover", "contention":
 	default:
 		usage()
 	}
@@ -178,6 +183,12 @@ func run(ctx context.Context, cmd string, args []string) error {
 				return err
 			}
 		}
+		if *boundPoint {
+			if c == nil {
+				return errors.New("capacity -bound-point needs the ceiling (-ceiling-writers > 0)")
+			}
+			ns = bench.WithBoundPoint(ns, c, cfg.Lease)
+		}
 		r, err := bench.SearchCapacity(ctx, e, cfg, ns, *refine)
 		if err != nil {
 			return err
@@ -190,8 +201,25 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench failover"}, args...), " ")))
+	case "handover":
+		cfg := bench.DefaultHandover()
+		cfg.Trials, cfg.Waiters = *trials, *waiters
+		if *refresh != "" {
+			if cfg.Refreshes, err = durations(*refresh); err != nil {
+				return err
+			}
+		}
+		r, err := bench.MeasureHandover(ctx, e, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Println(r.Markdown(bench.HandoverCommand(cfg)))
 	case "contention":
 		ks, err := ints(*contenders)
+		if err != nil {
+			return err
+		}
+		ms, err := bench.ModesNamed(strings.Split(*modes, ","))
 		if err != nil {
 			return err
 		}
@@ -199,9 +227,19 @@ func run(ctx context.Context, cmd string, args []string) error {
 		if h == 0 {
 			h = 10 * time.Millisecond
 		}
-		var runs []*bench.ContentionRun
+		rf := time.Second
+		if *refresh != "" {
+			if rf, err = time.ParseDuration(*refresh); err != nil {
+				return err
+			}
+		}
+		var cfgs []bench.ContentionConfig
 		for _, k := range ks {
-			r, err := bench.RunContention(ctx, e, bench.ContentionConfig{Contenders: k, Duration: *duration, Hold: h, Pause: *pause, Refresh: *refresh})
+			cfgs = append(cfgs, bench.ContentionConfig{Contenders: k, Duration: *duration, Hold: h, Pause: *pause, Refresh: rf})
+		}
+		var runs []*bench.ContentionRun
+		for _, cfg := range bench.WithModes(cfgs, ms) {
+			r, err := bench.RunContention(ctx, e, cfg)
 			if err != nil {
 				return err
 			}
@@ -212,12 +250,36 @@ func run(ctx context.Context, cmd string, args []string) error {
 	return nil
 }
 
+// modeNames lists the contention modes of this build.
+func modeNames() string {
+	var ns []string
+	for _, m := range bench.ContentionModes {
+		ns = append(ns, m.Name)
+	}
+	return strings.Join(ns, ",")
+}
+
+func durations(s string) ([]time.Duration, error) {
+	return list(s, "durations", func(f string) (time.Duration, bool) {
+		d, err := time.ParseDuration(f)
+		return d, err == nil && d > 0
+	})
+}
+
 func ints(s string) ([]int, error) {
-	var out []int
+	return list(s, "integers", func(f string) (int, bool) {
+		v, err := strconv.Atoi(f)
+		return v, err == nil && v > 0
+	})
+}
+
+// list parses a comma-separated list of positive values.
+func list[T any](s, what string, parse func(string) (T, bool)) ([]T, error) {
+	var out []T
 	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v <= 0 {
-			return nil, errors.New("want a comma-separated list of positive integers, got " + strconv.Quote(s))
+		v, ok := parse(strings.TrimSpace(f))
+		if !ok {
+			return nil, errors.New("want a comma-separated list of positive " + what + ", got " + strconv.Quote(s))
 		}
 		out = append(out, v)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +23,11 @@ type Plan struct {
 	Capacity       CapacityConfig // N is taken from CapacityNs
 	CapacityNs     []int
 	Refine         bool
+	// BoundPoint adds to CapacityNs the N at issue 15's capacity target
+	// (BoundTarget × ceiling × lease, from this run's ceiling).
+	BoundPoint     bool
 	FailoverTrials int
+	Handover       HandoverConfig
 	Contention     []ContentionConfig
 	// GoBench is the output of `go test -bench` to include, if any.
 	GoBench string
@@ -40,16 +45,22 @@ func FullPlan() Plan {
 			AcquireWorkers: 16},
 		CapacityNs:     []int{1000, 2500, 3500, 4000, 4500, 5000, 6000, 7500, 10000},
 		Refine:         true,
+		BoundPoint:     true,
 		FailoverTrials: 8,
+		Handover:       DefaultHandover(),
 	}
+	var contention []ContentionConfig
 	for _, n := range []int{2, 8, 32} {
-		p.Contention = append(p.Contention, ContentionConfig{Contenders: n, Duration: 10 * time.Second,
+		contention = append(contention, ContentionConfig{Contenders: n, Duration: 10 * time.Second,
 			Hold: 10 * time.Millisecond, Refresh: time.Second})
 	}
 	for _, n := range []int{2, 8, 32} {
-		p.Contention = append(p.Contention, ContentionConfig{Contenders: n, Duration: 10 * time.Second,
+		contention = append(contention, ContentionConfig{Contenders: n, Duration: 10 * time.Second,
 			Hold: 10 * time.Millisecond, Pause: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
 	}
+	// Every setting in every mode of ContentionModes (a fair mode, once it
+	// exists, runs beside the default one).
+	p.Contention = WithModes(contention, ContentionModes)
 	return p
 }
 
@@ -63,6 +74,7 @@ func QuickPlan() Plan {
 	p.CapacityNs = []int{500, 2000}
 	p.Refine = false
 	p.FailoverTrials = 4
+	p.Handover.Trials = 4
 	for i := range p.Contention {
 		p.Contention[i].Duration = 3 * time.Second
 	}
@@ -75,6 +87,7 @@ type Results struct {
 	Latency    *LatencyResult
 	Capacity   *CapacityResult
 	Failover   *FailoverResult
+	Handover   *HandoverResult
 	Contention []*ContentionRun
 }
 
@@ -112,7 +125,11 @@ func RunAll(ctx context.Context, e *Env, p Plan, out io.Writer) (*Results, strin
 	if err != nil {
 		return nil, "", fmt.Errorf("ceiling: %w", err)
 	}
-	if res.Capacity, err = SearchCapacity(ctx, e, p.Capacity, p.CapacityNs, p.Refine); err != nil {
+	ns := p.CapacityNs
+	if p.BoundPoint {
+		ns = WithBoundPoint(ns, ceiling, p.Capacity.Lease)
+	}
+	if res.Capacity, err = SearchCapacity(ctx, e, p.Capacity, ns, p.Refine); err != nil {
 		return nil, "", fmt.Errorf("capacity: %w", err)
 	}
 	res.Capacity.Ceiling = ceiling
@@ -120,18 +137,26 @@ func RunAll(ctx context.Context, e *Env, p Plan, out io.Writer) (*Results, strin
 	if p.Refine {
 		capCmd += " -refine"
 	}
+	if p.BoundPoint {
+		capCmd += " -bound-point"
+	}
 	section("3. Heartbeat capacity", res.Capacity.Markdown(capCmd)+"\n"+capacityVerdict(res.Capacity))
 
 	e.logf("4/5 failover (%d trials per scenario)", p.FailoverTrials)
 	if res.Failover, err = MeasureFailover(ctx, e, p.FailoverTrials); err != nil {
 		return nil, "", fmt.Errorf("failover: %w", err)
 	}
-	section("4. Failover and handoff", res.Failover.Markdown(fmt.Sprintf("go -C tools run ./cmd/lockbench failover -trials %d", p.FailoverTrials)))
+	e.logf("4/5 same-process hand-over (%d trials of %d waiters at refresh %v)", p.Handover.Trials, p.Handover.Waiters, p.Handover.Refreshes)
+	if res.Handover, err = MeasureHandover(ctx, e, p.Handover); err != nil {
+		return nil, "", fmt.Errorf("handover: %w", err)
+	}
+	section("4. Failover and hand-over", res.Failover.Markdown(fmt.Sprintf("go -C tools run ./cmd/lockbench failover -trials %d", p.FailoverTrials))+
+		"\n"+res.Handover.Markdown(HandoverCommand(p.Handover)))
 
 	e.logf("5/5 contention")
 	var cmds []string
 	for _, cfg := range p.Contention {
-		e.logf("contention: %d contenders, refresh %s, pause %s", cfg.Contenders, cfg.Refresh, cfg.Pause)
+		e.logf("contention: %s mode, %d contenders, refresh %s, pause %s", cfg.Mode.Name, cfg.Contenders, cfg.Refresh, cfg.Pause)
 		r, err := RunContention(ctx, e, cfg)
 		if err != nil {
 			return nil, "", fmt.Errorf("contention: %w", err)
@@ -170,7 +195,20 @@ func RunAll(ctx context.Context, e *Env, p Plan, out io.Writer) (*Results, strin
 	head.w("")
 	head.WriteString(summary(res))
 	head.w("")
+	head.w("## Issue 15: before and after")
+	head.w("")
+	head.WriteString(BeforeAfterMarkdown(res))
+	head.w("")
 	return res, head.String() + "\n" + doc.String(), nil
+}
+
+// HandoverCommand is the command that reproduces MeasureHandover(cfg).
+func HandoverCommand(cfg HandoverConfig) string {
+	rs := make([]string, len(cfg.Refreshes))
+	for i, r := range cfg.Refreshes {
+		rs[i] = r.String()
+	}
+	return fmt.Sprintf("go -C tools run ./cmd/lockbench handover -trials %d -waiters %d -refresh %s", cfg.Trials, cfg.Waiters, strings.Join(rs, ","))
 }
 
 func joinInts(ns []int) string {
@@ -182,22 +220,28 @@ func joinInts(ns []int) string {
 }
 
 // contentionGroups returns one command per distinct (refresh, hold, pause,
-// duration) among cfgs.
+// duration) among cfgs, with its modes and numbers of contenders.
 func contentionGroups(cfgs []ContentionConfig) []string {
 	type k struct{ r, h, p, d time.Duration }
 	var order []k
 	ns := map[k][]int{}
+	modes := map[k][]string{}
 	for _, c := range cfgs {
 		key := k{c.Refresh, c.Hold, c.Pause, c.Duration}
 		if _, ok := ns[key]; !ok {
 			order = append(order, key)
 		}
-		ns[key] = append(ns[key], c.Contenders)
+		if !slices.Contains(ns[key], c.Contenders) {
+			ns[key] = append(ns[key], c.Contenders)
+		}
+		if !slices.Contains(modes[key], c.Mode.Name) {
+			modes[key] = append(modes[key], c.Mode.Name)
+		}
 	}
 	var out []string
 	for _, key := range order {
-		out = append(out, fmt.Sprintf("go -C tools run ./cmd/lockbench contention -contenders %s -refresh %s -hold %s -pause %s -duration %s",
-			joinInts(ns[key]), key.r, key.h, key.p, key.d))
+		out = append(out, fmt.Sprintf("go -C tools run ./cmd/lockbench contention -modes %s -contenders %s -refresh %s -hold %s -pause %s -duration %s",
+			strings.Join(modes[key], ","), joinInts(ns[key]), key.r, key.h, key.p, key.d))
 	}
 	return out
 }
@@ -278,7 +322,7 @@ func summary(r *Results) string {
 	if l := r.Latency; l != nil {
 		for _, name := range []string{OpAcquire, OpRelease, OpHeartbeat} {
 			v := l.latencyRatio(name)
-			target, met := "≤ 1.30×", yes(v <= 1.3)
+			target, met := fmt.Sprintf("≤ %.2f× (issue 15; was ≤ 1.30×)", LatencyTarget), yes(v <= LatencyTarget)
 			if name == OpHeartbeat {
 				target, met = "(none)", "—"
 			}
@@ -296,6 +340,18 @@ func summary(r *Results) string {
 			hold = c.Runs[0].Hold.Round(time.Second).String()
 		}
 		b.w("| locks held %s at lease 3 s / heartbeat 1 s, zero losses | ≥ 5,000 | %s%s | %s |", hold, commas(int64(c.MaxHeld)), ceil, yes(c.MaxHeld >= 5000))
+		if f, ok := c.BoundFraction(); ok {
+			b.w("| locks held with zero losses ÷ backend bound (ceiling × lease) | ≥ %.0f%% (issue 15) | %.0f%% (%s of %s) | %s |",
+				100*BoundTarget, 100*f, commas(int64(c.MaxHeld)), commas(int64(c.Bound())), yes(f >= BoundTarget))
+		}
+		for _, n := range heapNs(c) {
+			x := c.HeapRun(n)
+			label := fmt.Sprintf("N = %s", commas(int64(n)))
+			if n == c.MaxHeld {
+				label += " (largest held without loss)"
+			}
+			b.w("| heap per held lock, %s | ≤ %d B (issue 15) | %s B | %s |", label, HeapPerLockTarget, commas(x.HeapPerLock()), yes(x.HeapPerLock() <= HeapPerLockTarget))
+		}
 	}
 	if f := r.Failover; f != nil {
 		target := 1 + f.Refresh.Seconds()/f.Lease.Seconds()
@@ -308,13 +364,42 @@ func summary(r *Results) string {
 				yes(d.Max().Seconds()/f.Lease.Seconds() <= target))
 		}
 		h := NewDist(f.Handoff)
-		b.w("| clean handoff p50 / max | within one refresh (%s) | %s / %s ms | %s |", f.Refresh, ms(h.Q(0.5)), ms(h.Max()), yes(h.Max() <= f.Refresh+f.Refresh/10+100*time.Millisecond))
+		b.w("| clean handoff to another client (it polls) p50 / max | within one refresh (%s) | %s / %s ms | %s |", f.Refresh, ms(h.Q(0.5)), ms(h.Max()), yes(h.Max() <= f.Refresh+f.Refresh/10+100*time.Millisecond))
+	}
+	if h := r.Handover; h != nil {
+		for _, run := range h.Runs {
+			b.w("| same-process hand-over, refresh %s: p50 ÷ raw UpdateItem p50 (p50 / p95 / max) | ≤ %.0f× (issue 15) | %.1f× (%s / %s / %s ms; raw %s ms)%s | %s |",
+				run.Refresh, HandoverTarget, h.Ratio(run), ms(run.D.Q(0.5)), ms(run.D.Q(0.95)), ms(run.D.Max()), ms(h.Floor.Q(0.5)), missingNote(run.Missing), yes(h.Met(run)))
+		}
 	}
 	for _, c := range r.Contention {
-		b.w("| contention, %d contenders (refresh %s, pause %s): acquisitions/s, wait p99, Jain | — | %.1f/s, %s ms, %.2f | — |",
-			c.Contenders, c.Refresh, c.Pause, c.PerSec(), ms(c.Waits.Q(0.99)), c.Jain())
+		target, met := fairCells(c)
+		b.w("| contention, %s mode, %d contenders (refresh %s, pause %s): acquisitions/s, wait p50 / p99, Jain, timeouts | %s | %.1f/s, %s / %s ms, %.2f, %d | %s |",
+			c.Mode.Name, c.Contenders, c.Refresh, c.Pause, target, c.PerSec(), ms(c.Waits.Q(0.5)), ms(c.Waits.Q(0.99)), c.Jain(), c.Timeouts, met)
+	}
+	if len(r.Contention) > 0 && !slices.ContainsFunc(r.Contention, func(c *ContentionRun) bool { return c.Mode.Fair }) {
+		b.w("| contention, fair mode, 2 / 8 / 32 contenders, no pause | Jain ≥ %.2f, no timeouts (issue 15) | not run: no fair mode in this build | **no** |", FairJainTarget)
 	}
 	return b.String()
+}
+
+// heapNs are the N whose heap per lock the Summary reports: HeapAtN and
+// the largest N held without loss, when the run held them.
+func heapNs(c *CapacityResult) []int {
+	var ns []int
+	for _, n := range []int{HeapAtN, c.MaxHeld} {
+		if n > 0 && c.HeapRun(n) != nil && !slices.Contains(ns, n) {
+			ns = append(ns, n)
+		}
+	}
+	return ns
+}
+
+func missingNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; **%d not handed over**", n)
 }
 
 func machine(e *Env) string {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -277,6 +279,53 @@ type CapacityResult struct {
 	Runs    []*CapacityRun
 	// MaxHeld is the largest N held with zero losses (0: none).
 	MaxHeld int
+}
+
+// HeapPerLock is the heap per held lock, in bytes.
+func (r *CapacityRun) HeapPerLock() int64 { return r.HeapBytes / int64(max(r.N, 1)) }
+
+// HeapRun returns the run that held n locks without loss, or nil.
+func (r *CapacityResult) HeapRun(n int) *CapacityRun {
+	for _, x := range r.Runs {
+		if x.N == n && x.OK() {
+			return x
+		}
+	}
+	return nil
+}
+
+// Bound is the backend bound: the raw ceiling (writes/s) × the lease, the
+// most locks any client could renew against this backend (0: no ceiling).
+func (r *CapacityResult) Bound() float64 {
+	if r.Ceiling == nil || len(r.Runs) == 0 {
+		return 0
+	}
+	return r.Ceiling.PerSec() * r.Runs[0].Lease.Seconds()
+}
+
+// BoundFraction is MaxHeld ÷ Bound, when a ceiling was measured.
+func (r *CapacityResult) BoundFraction() (float64, bool) {
+	b := r.Bound()
+	if b <= 0 {
+		return 0, false
+	}
+	return float64(r.MaxHeld) / b, true
+}
+
+// WithBoundPoint returns ns with, in order, the smallest multiple of 100 at
+// or above BoundTarget × the bound (ceiling × lease), so that the search
+// tries the N at which issue 15's capacity target is met.
+func WithBoundPoint(ns []int, c *CeilingResult, lease time.Duration) []int {
+	if c == nil {
+		return ns
+	}
+	n := int(math.Ceil(BoundTarget*c.PerSec()*lease.Seconds()/100)) * 100
+	if n <= 0 || slices.Contains(ns, n) || !slices.IsSorted(ns) {
+		return ns
+	}
+	out := slices.Clone(ns)
+	i, _ := slices.BinarySearch(out, n)
+	return slices.Insert(out, i, n)
 }
 
 // SearchCapacity runs RunCapacity for each N in ns, in order, and stops at

@@ -4,21 +4,91 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/arielsrv/dynamolock/v2"
 )
 
+// ContentionMode is one way the contenders acquire: its options are added
+// to every AcquireLock of a run, next to the refresh period.
+type ContentionMode struct {
+	Name string
+	Opts []dynamolock.AcquireLockOption
+	// Fair marks a mode held to issue 15's fairness target: with no pause
+	// between release and re-acquire, Jain's index ≥ FairJainTarget for 2,
+	// 8 and 32 contenders and no timeouts. Other modes have no target.
+	Fair bool
+}
+
+// DefaultMode is AcquireLock as it is, with no extra option.
+var DefaultMode = ContentionMode{Name: "default"}
+
+// ContentionModes are the modes `lockbench contention` and `lockbench all`
+// run, each beside the others with the same contenders, refresh, hold,
+// pause and duration. A fair mode is one more entry here, e.g.
+//
+//	{Name: "fair", Opts: []dynamolock.AcquireLockOption{dynamolock.WithFairness()}, Fair: true},
+var ContentionModes = []ContentionMode{
+	DefaultMode,
+}
+
+// ModesNamed returns the modes of ContentionModes named in names, in that
+// order.
+func ModesNamed(names []string) ([]ContentionMode, error) {
+	var out []ContentionMode
+	for _, n := range names {
+		i := slices.IndexFunc(ContentionModes, func(m ContentionMode) bool { return m.Name == n })
+		if i < 0 {
+			var known []string
+			for _, m := range ContentionModes {
+				known = append(known, m.Name)
+			}
+			return nil, fmt.Errorf("contention mode %q unknown (this build has: %s)", n, strings.Join(known, ", "))
+		}
+		out = append(out, ContentionModes[i])
+	}
+	return out, nil
+}
+
 // ContentionConfig is one contention run: Contenders clients, each in a
-// loop of acquire, hold for Hold, release, pause for Pause, on one key.
+// loop of acquire (in Mode), hold for Hold, release, pause for Pause, on
+// one key.
 type ContentionConfig struct {
+	Mode       ContentionMode
 	Contenders int
 	Duration   time.Duration
 	Hold       time.Duration
 	Pause      time.Duration
 	Refresh    time.Duration
 }
+
+// WithModes returns every config of cfgs in every mode: the modes of one
+// config next to each other.
+func WithModes(cfgs []ContentionConfig, modes []ContentionMode) []ContentionConfig {
+	var out []ContentionConfig
+	for _, c := range cfgs {
+		for _, m := range modes {
+			c.Mode = m
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// MeetsFairTarget reports whether the run is held to the fairness target
+// (a fair mode, no pause) and whether it met it.
+func (r *ContentionRun) MeetsFairTarget() (held, met bool) {
+	if !r.Mode.Fair || r.Pause != 0 {
+		return false, false
+	}
+	return true, r.Jain() >= FairJainTarget && r.Timeouts == 0 && r.Errors == 0
+}
+
+// FairJainTarget is issue 15's target for a fair mode.
+const FairJainTarget = 0.95
 
 // ContentionRun is what one run measured.
 type ContentionRun struct {
@@ -104,6 +174,7 @@ func RunContention(ctx context.Context, e *Env, cfg ContentionConfig) (*Contenti
 		defer c.Close()
 	}
 	const key = "hot"
+	opts := append([]dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(cfg.Refresh)}, cfg.Mode.Opts...)
 	run := &ContentionRun{ContentionConfig: cfg, PerContender: make([]int, cfg.Contenders)}
 	var mu sync.Mutex
 	var waits []time.Duration
@@ -118,7 +189,7 @@ func RunContention(ctx context.Context, e *Env, cfg ContentionConfig) (*Contenti
 				var l *dynamolock.Lock
 				for rctx.Err() == nil {
 					var err error
-					l, err = c.AcquireLockWithContext(rctx, key, dynamolock.WithRefreshPeriod(cfg.Refresh))
+					l, err = c.AcquireLockWithContext(rctx, key, opts...)
 					if err == nil {
 						break
 					}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -105,6 +106,20 @@ func (r *CapacityResult) Markdown(cmd string) string {
 	}
 	b.w("")
 	b.w("Heap per lock: the live heap (after a full collection) with the N locks held, minus the same once Close released them and the client was dropped, divided by the locks held; connection buffers and the benchmark's own bookkeeping are in both and cancel. It includes a share of the buffers of the beats in flight (up to 32), so it falls as N grows.")
+	var heap []string
+	for _, n := range heapNs(r) {
+		x := r.HeapRun(n)
+		heap = append(heap, fmt.Sprintf("%s B at N = %s (%s)", commas(x.HeapPerLock()), commas(int64(n)), metWord(x.HeapPerLock() <= HeapPerLockTarget)))
+	}
+	if len(heap) > 0 {
+		b.w("Issue 15's target, at most %d B of heap per held lock: %s. "+
+			"dynamolock v2 is not measured beside it: it is not in the tools module's build list nor in the module cache, and adding it would be a new dependency (issue 15 quotes 334–389 B for it, measured by its author).",
+			HeapPerLockTarget, strings.Join(heap, "; "))
+	}
+	if f, ok := r.BoundFraction(); ok {
+		b.w("Issue 15's capacity target, locks held with zero losses ÷ backend bound (ceiling × lease = %s × %s) ≥ %.0f%%: held %s = **%.0f%%** (%s).",
+			commas(int64(r.Ceiling.PerSec())), r.Runs[0].Lease, 100*BoundTarget, commas(int64(r.MaxHeld)), 100*f, metWord(f >= BoundTarget))
+	}
 	if len(r.Runs) > 0 {
 		var beats, calls uint64
 		for _, x := range r.Runs {
@@ -124,6 +139,13 @@ func heapCell(x *CapacityRun) string {
 		return "—"
 	}
 	return commas(x.HeapBytes/int64(x.N)) + " B"
+}
+
+func metWord(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**not met**"
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
@@ -204,29 +226,40 @@ func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
 	var b md
 	b.w("Command: `%s`. N clients (one owner each, lease 3 s, heartbeat 1 s) loop on one key: acquire, hold, release, pause. "+
 		"Wait is from wanting the lock to holding it, across acquisition timeouts (lease + 1 s); contenders still waiting at the end count with their wait so far. "+
-		"Spread: acquisitions per contender (min / max), the largest share one contender got, and Jain's fairness index (1 = equal, 1/N = one contender got all).", cmd)
+		"Spread: acquisitions per contender (min / max), the largest share one contender got, and Jain's fairness index (1 = equal, 1/N = one contender got all). "+
+		"Mode: the AcquireLock options of the run (%s); the runs of one setting in every mode are next to each other, and a mode's acquisitions/s are also given ÷ the default mode's. "+
+		"Target (issue 15), for a fair mode with no pause only: Jain ≥ %.2f for 2, 8 and 32 contenders and no timeouts; the default mode has none.", cmd, modeList(runs), FairJainTarget)
 	b.w("")
-	b.w("| contenders | refresh | hold / pause | acquisitions/s | wait p50 | wait p99 | per contender min / max | top share | Jain | never acquired | timeouts |")
-	b.w("|---|---|---|---|---|---|---|---|---|---|---|")
+	b.w("| mode | contenders | refresh | hold / pause | acquisitions/s | ÷ default | wait p50 | wait p99 | per contender min / max | top share | Jain | never acquired | timeouts | target | met |")
+	b.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
 		lo, hi := r.PerContender[0], r.PerContender[0]
 		for _, v := range r.PerContender {
 			lo, hi = min(lo, v), max(hi, v)
 		}
-		b.w("| %d | %s | %s / %s | %.1f | %s ms | %s ms | %d / %d | %.0f%% | %.2f | %d | %d |",
-			r.Contenders, r.Refresh, r.Hold, r.Pause, r.PerSec(), ms(r.Waits.Q(0.5)), ms(r.Waits.Q(0.99)), lo, hi, 100*r.MaxShare(), r.Jain(), r.Starved(), r.Timeouts)
+		rel := "—"
+		if d := defaultTwin(runs, r); d != nil && d != r && d.PerSec() > 0 {
+			rel = fmt.Sprintf("%.2f×", r.PerSec()/d.PerSec())
+		}
+		target, met := fairCells(r)
+		b.w("| %s | %d | %s | %s / %s | %.1f | %s | %s ms | %s ms | %d / %d | %.0f%% | %.2f | %d | %d | %s | %s |",
+			r.Mode.Name, r.Contenders, r.Refresh, r.Hold, r.Pause, r.PerSec(), rel, ms(r.Waits.Q(0.5)), ms(r.Waits.Q(0.99)), lo, hi, 100*r.MaxShare(), r.Jain(), r.Starved(), r.Timeouts, target, met)
 	}
 	b.w("")
 	var tight, paused []*ContentionRun
 	for _, r := range runs {
+		if r.Mode.Name != DefaultMode.Name {
+			continue
+		}
 		if r.Pause == 0 {
 			tight = append(tight, r)
 		} else {
 			paused = append(paused, r)
 		}
 	}
-	b.w("Reading: a waiter notices a release only at its next poll, so hand-over on one key is bounded by the refresh period, not by DynamoDB (§6: one key could take ~500 acquire + release cycles per second). " +
-		"The lock keeps no queue, so it is not fair.")
+	if len(tight)+len(paused) > 0 {
+		b.w("Reading (default mode): the lock keeps no queue, so it is not fair. A waiter in another process notices a release only at its next poll, so hand-over on one key is bounded by the refresh period, not by DynamoDB (§6: one key could take ~500 acquire + release cycles per second).")
+	}
 	if len(tight) > 0 {
 		share := 0.0
 		for _, r := range tight {
@@ -242,5 +275,39 @@ func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
 		}
 		b.w("With a pause after each release and a %s refresh, contenders share the lock (Jain's index ≥ %.2f in these runs).", paused[0].Refresh, lo)
 	}
+	if !slices.ContainsFunc(runs, func(r *ContentionRun) bool { return r.Mode.Fair }) {
+		b.w("No fair mode in this build (bench.ContentionModes lists only %s): the fairness target is not measured.", modeList(runs))
+	}
 	return b.String()
+}
+
+// modeList names the modes of runs, in order of appearance.
+func modeList(runs []*ContentionRun) string {
+	var names []string
+	for _, r := range runs {
+		if !slices.Contains(names, r.Mode.Name) {
+			names = append(names, r.Mode.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// defaultTwin returns the default-mode run with r's setting, if any.
+func defaultTwin(runs []*ContentionRun, r *ContentionRun) *ContentionRun {
+	for _, d := range runs {
+		c := d.ContentionConfig
+		if d.Mode.Name == DefaultMode.Name && c.Contenders == r.Contenders && c.Refresh == r.Refresh && c.Hold == r.Hold && c.Pause == r.Pause && c.Duration == r.Duration {
+			return d
+		}
+	}
+	return nil
+}
+
+// fairCells is the target and met cells of a contention run.
+func fairCells(r *ContentionRun) (target, met string) {
+	held, ok := r.MeetsFairTarget()
+	if !held {
+		return "—", "—"
+	}
+	return fmt.Sprintf("Jain ≥ %.2f, no timeouts", FairJainTarget), yes(ok)
 }
