@@ -58,6 +58,13 @@ func FullPlan() Plan {
 		contention = append(contention, ContentionConfig{Contenders: n, Duration: 10 * time.Second,
 			Hold: 10 * time.Millisecond, Pause: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
 	}
+	// No pause, and a refresh short enough that a fair hand-over (one poll
+	// of the next waiter) lets 32 contenders each take the lock within
+	// their wait: the setting of issue 15's fairness target.
+	for _, n := range []int{2, 8, 32} {
+		contention = append(contention, ContentionConfig{Contenders: n, Duration: 10 * time.Second,
+			Hold: 10 * time.Millisecond, Refresh: 100 * time.Millisecond})
+	}
 	// Every setting in every mode of ContentionModes (a fair mode, once it
 	// exists, runs beside the default one).
 	p.Contention = WithModes(contention, ContentionModes)

@@ -28,11 +28,10 @@ var DefaultMode = ContentionMode{Name: "default"}
 
 // ContentionModes are the modes `lockbench contention` and `lockbench all`
 // run, each beside the others with the same contenders, refresh, hold,
-// pause and duration. A fair mode is one more entry here, e.g.
-//
-//	{Name: "fair", Opts: []dynamolock.AcquireLockOption{dynamolock.WithFairness()}, Fair: true},
+// pause and duration.
 var ContentionModes = []ContentionMode{
 	DefaultMode,
+	{Name: "fair", Opts: []dynamolock.AcquireLockOption{dynamolock.WithFairness()}, Fair: true},
 }
 
 // ModesNamed returns the modes of ContentionModes named in names, in that
