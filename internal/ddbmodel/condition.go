@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -13,15 +14,31 @@ type cond interface {
 	eval(item Item) (bool, error)
 }
 
+// operand is one side of a comparison: a document path, a literal value,
+// or size() of either.
 type operand struct {
-	path string               // attribute name, or
-	val  types.AttributeValue // a literal value
+	path docPath              // a document path, or
+	val  types.AttributeValue // a literal value, or
+	size *operand             // size(path) or size(:value)
 }
 
+// get returns the operand's value in item; false when the path does not
+// resolve, or size() has nothing to measure (a missing attribute, a number,
+// a boolean, a null): DynamoDB then makes every comparison false but <>.
 func (o operand) get(item Item) (types.AttributeValue, bool) {
-	if o.path != "" {
-		v, ok := item[o.path]
-		return v, ok
+	switch {
+	case o.size != nil:
+		v, ok := o.size.get(item)
+		if !ok {
+			return nil, false
+		}
+		n, ok := sizeOf(v)
+		if !ok {
+			return nil, false
+		}
+		return &types.AttributeValueMemberN{Value: strconv.Itoa(n)}, true
+	case o.path != nil:
+		return o.path.resolve(item)
 	}
 	return o.val, true
 }
@@ -40,7 +57,7 @@ type (
 	}
 	betweenCond struct{ v, lo, hi operand }
 	existsCond  struct {
-		path string
+		path docPath
 		want bool
 	}
 	beginsCond struct{ l, r operand }
@@ -68,21 +85,23 @@ func (c notCond) eval(it Item) (bool, error) {
 }
 
 func (c existsCond) eval(it Item) (bool, error) {
-	_, ok := it[c.path]
+	_, ok := c.path.resolve(it)
 	return ok == c.want, nil
 }
 
 func (c cmpCond) eval(it Item) (bool, error) {
 	l, lok := c.l.get(it)
 	r, rok := c.r.get(it)
+	if c.op == "<>" {
+		// A missing side differs from everything (DynamoDB Local 3.3.1:
+		// "#missing <> :v" and "size(#missing) <> :v" hold).
+		return !lok || !rok || !equal(l, r), nil
+	}
 	if !lok || !rok {
 		return false, nil
 	}
-	switch c.op {
-	case "=":
+	if c.op == "=" {
 		return equal(l, r), nil
-	case "<>":
-		return !equal(l, r), nil
 	}
 	n, ok := compare(l, r)
 	if !ok {
@@ -207,7 +226,7 @@ func (p *parser) primary() (cond, error) {
 		}
 		return c, p.expect(")")
 	}
-	if t.kind == tIdent && p.toks[p.i+1].kind == tPunct && p.toks[p.i+1].text == "(" {
+	if p.isCall(t) && !strings.EqualFold(t.text, "size") {
 		p.next()
 		p.next()
 		var c cond
@@ -280,10 +299,37 @@ func (p *parser) primary() (cond, error) {
 		}
 		return betweenCond{l, lo, hi}, nil
 	}
+	if l.size != nil {
+		return nil, exprError("The function is not allowed to be used this way in an expression; function: size")
+	}
 	return nil, fmt.Errorf("expected a comparison, found %q", t.text)
 }
 
+// isCall reports whether t starts a function call: a word and "(".
+func (p *parser) isCall(t token) bool {
+	n := p.toks[min(p.i+1, len(p.toks)-1)]
+	return t.kind == tIdent && n.kind == tPunct && n.text == "("
+}
+
 func (p *parser) operand() (operand, error) {
+	if t := p.peek(); p.isCall(t) && strings.EqualFold(t.text, "size") {
+		p.next()
+		p.next()
+		var in operand
+		var err error
+		if p.peek().kind == tValue {
+			in.val, err = p.value()
+			if _, ok := sizeOf(in.val); err == nil && !ok {
+				err = exprErrorf("Incorrect operand type for operator or function; operator or function: size, operand type: %s", typeName(in.val))
+			}
+		} else {
+			in.path, err = p.path()
+		}
+		if err != nil {
+			return operand{}, err
+		}
+		return operand{size: &in}, p.expect(")")
+	}
 	if p.peek().kind == tValue {
 		v, err := p.value()
 		return operand{val: v}, err

@@ -2,6 +2,8 @@ package ddbmodel
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -9,10 +11,10 @@ import (
 
 // The expression language, for the subset the lock library sends:
 // conditions with comparisons, IN, BETWEEN, attribute_exists,
-// attribute_not_exists, begins_with, AND, OR, NOT and parentheses; updates
+// attribute_not_exists, begins_with, size, AND, OR, NOT and parentheses; updates
 // with SET (plain values, if_not_exists, one + or -), REMOVE and ADD.
-// Attribute paths are top-level names only (a placeholder or a plain name);
-// nested paths are rejected as unsupported.
+// Attribute paths are document paths into maps (path.go); list indexes are
+// rejected as unsupported.
 
 type tokKind uint8
 
@@ -21,7 +23,7 @@ const (
 	tIdent         // a plain word: keyword, function or attribute name
 	tName          // #placeholder
 	tValue         // :placeholder
-	tPunct         // ( ) , = <> < <= > >= + -
+	tPunct         // ( ) , . = <> < <= > >= + -
 )
 
 type token struct {
@@ -63,8 +65,11 @@ func lex(s string) ([]token, error) {
 		case strings.IndexByte("(),=+-", c) >= 0:
 			toks = append(toks, token{tPunct, s[i : i+1]})
 			i++
-		case c == '.' || c == '[':
-			return nil, errUnsupported("nested attribute paths")
+		case c == '.':
+			toks = append(toks, token{tPunct, "."})
+			i++
+		case c == '[':
+			return nil, errUnsupported("list elements in document paths")
 		default:
 			return nil, fmt.Errorf("invalid character %q at %d", c, i)
 		}
@@ -87,6 +92,17 @@ type placeholders struct {
 
 func newPlaceholders(names map[string]string, values map[string]types.AttributeValue) *placeholders {
 	return &placeholders{names: names, values: values, usedNames: map[string]bool{}, usedVals: map[string]bool{}}
+}
+
+// checkNames rejects an empty attribute name, as DynamoDB does before it
+// reads any expression.
+func checkNames(names map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(names)) {
+		if names[k] == "" {
+			return validation("ExpressionAttributeNames contains invalid value: Empty attribute name for key %s", k)
+		}
+	}
+	return nil
 }
 
 // checkAllUsed reports a placeholder that was given but not used.
@@ -130,26 +146,6 @@ func (p *parser) expect(punct string) error {
 	return nil
 }
 
-// path reads an attribute name: a #placeholder or a plain word.
-func (p *parser) path() (string, error) {
-	t := p.next()
-	switch t.kind {
-	case tName:
-		n, ok := p.ph.names[t.text]
-		if !ok {
-			return "", validation("An expression attribute name used in the document path is not defined; attribute name: %s", t.text)
-		}
-		p.ph.usedNames[t.text] = true
-		return n, nil
-	case tIdent:
-		if reservedWord(t.text) {
-			return "", validation("Attribute name is a reserved keyword; reserved keyword: %s", t.text)
-		}
-		return t.text, nil
-	}
-	return "", fmt.Errorf("expected an attribute name, found %q", t.text)
-}
-
 func (p *parser) value() (types.AttributeValue, error) {
 	t := p.next()
 	if t.kind != tValue {
@@ -157,7 +153,7 @@ func (p *parser) value() (types.AttributeValue, error) {
 	}
 	v, ok := p.ph.values[t.text]
 	if !ok {
-		return nil, validation("An expression attribute value used in expression is not defined; attribute value: %s", t.text)
+		return nil, exprErrorf("An expression attribute value used in expression is not defined; attribute value: %s", t.text)
 	}
 	p.ph.usedVals[t.text] = true
 	return v, nil

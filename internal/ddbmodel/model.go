@@ -8,8 +8,11 @@
 //
 // It is a test double for the deterministic simulation (internal/sim) and
 // is checked against DynamoDB Local by a differential test in this package.
-// It does not model capacity, item-size accounting beyond the 400 KB limit,
-// TTL deletion, secondary indexes, streams, or nested attribute paths.
+// Attribute paths may name members of maps (#q.#w: the fair mode's queue),
+// in conditions (attribute_exists, attribute_not_exists, size, comparisons)
+// and updates (SET, REMOVE, ADD, if_not_exists); list elements ([n]) are not
+// modelled. It does not model capacity, item-size accounting beyond the
+// 400 KB limit, TTL deletion, secondary indexes or streams.
 package ddbmodel
 
 import (
@@ -129,8 +132,20 @@ func asValidation(prefix string, err error) error {
 	if _, ok := err.(*smithy.GenericAPIError); ok {
 		return err
 	}
+	if e, ok := err.(exprError); ok {
+		return validation("%s: %s", prefix, string(e))
+	}
 	return validation("%s: Syntax error; %v", prefix, err)
 }
+
+// exprError is an error in an expression that DynamoDB reports in its own
+// words after the expression's kind ("Invalid ConditionExpression: ..."),
+// where the model's parse errors are only "Syntax error; ...".
+type exprError string
+
+func (e exprError) Error() string { return string(e) }
+
+func exprErrorf(format string, args ...any) error { return exprError(fmt.Sprintf(format, args...)) }
 
 // errUnsupported marks a request shape this model does not implement; it is
 // a ValidationException so that it never passes for success.

@@ -69,7 +69,7 @@ func (m *Model) query(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 func partitionEquality(c cond, pk string) (types.AttributeValue, bool) {
 	switch c := c.(type) {
 	case cmpCond:
-		if c.op == "=" && c.l.path == pk && c.r.val != nil {
+		if c.op == "=" && len(c.l.path) == 1 && c.l.path.top() == pk && c.r.val != nil {
 			return c.r.val, true
 		}
 	case andCond:

@@ -105,7 +105,7 @@ func (t *table) key(k Item) (string, Item, error) {
 		want = 2
 	}
 	if len(k) != want {
-		return "", nil, validation("The provided key element does not match the schema")
+		return "", nil, validation("The number of conditions on the keys is invalid")
 	}
 	pk, err := keyPart(k, t.pk, t.pkType)
 	if err != nil {
@@ -123,7 +123,7 @@ func (t *table) key(k Item) (string, Item, error) {
 func keyPart(k Item, name string, typ types.ScalarAttributeType) (string, error) {
 	v, ok := k[name]
 	if !ok {
-		return "", validation("The provided key element does not match the schema")
+		return "", validation("One of the required keys was not given a value")
 	}
 	switch v := v.(type) {
 	case *types.AttributeValueMemberS:
@@ -152,7 +152,7 @@ func keyPart(k Item, name string, typ types.ScalarAttributeType) (string, error)
 		}
 		return string(v.Value), nil
 	}
-	return "", validation("The provided key element does not match the schema")
+	return "", validation("One or more parameter values were invalid: Type mismatch for key")
 }
 
 func (t *table) keyNames() []string {
@@ -162,23 +162,40 @@ func (t *table) keyNames() []string {
 	return []string{t.pk, t.sk}
 }
 
+// The messages of an item over the 400 KB limit: a whole item given (PutItem),
+// and an item an update would leave.
+const (
+	msgTooLarge       = "Item size has exceeded the maximum allowed size"
+	msgUpdateTooLarge = "Item size to update has exceeded the maximum allowed size"
+)
+
 // checkItem validates attribute values (numbers, empty sets) and the size
 // limit, and normalises numbers.
 func checkItem(it Item) (Item, error) {
+	out, tooLarge, err := normalizeItem(it)
+	if err == nil && tooLarge {
+		err = validation(msgTooLarge)
+	}
+	return out, err
+}
+
+// normalizeItem validates attribute values (numbers, empty sets) and
+// normalises numbers, and reports whether the item exceeds 400 KB (the
+// size DynamoDB Local counts: names and values, 3 bytes per map or list and
+// 1 per element, numbers in about half their digits; checked against it
+// for items of nested maps to the byte).
+func normalizeItem(it Item) (Item, bool, error) {
 	out := make(Item, len(it))
 	size := 0
 	for k, v := range it {
 		nv, err := checkValue(v)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out[k] = nv
 		size += len(k) + valueSize(nv)
 	}
-	if size > 400*1024 {
-		return nil, validation("Item size has exceeded the maximum allowed size")
-	}
-	return out, nil
+	return out, size > 400*1024, nil
 }
 
 func checkValue(v types.AttributeValue) (types.AttributeValue, error) {

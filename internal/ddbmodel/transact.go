@@ -12,7 +12,8 @@ import (
 // TransactWriteItems applies all its members or none: when a condition
 // fails it returns a *types.TransactionCanceledException with one reason
 // per member, in order ("None" or "ConditionalCheckFailed", with the item
-// when the member asked for ALL_OLD). A ClientRequestToken already
+// when the member asked for ALL_OLD, or "ValidationError" for an item an
+// update would make larger than 400 KB). A ClientRequestToken already
 // committed makes the call succeed without applying anything again.
 func (m *Model) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	m.mu.Lock()
@@ -64,7 +65,10 @@ func (m *Model) transact(in *dynamodb.TransactWriteItemsInput, ch *[]Change) (*d
 			w, err = m.prepDelete(d.TableName, d.Key, d.ConditionExpression, d.ExpressionAttributeNames, d.ExpressionAttributeValues)
 			rvs[i] = d.ReturnValuesOnConditionCheckFailure
 		}
-		if set != 1 {
+		if set == 0 {
+			return nil, validation("Invalid Request: TransactWriteRequest should contain Delete or Put or Update request")
+		}
+		if set > 1 {
 			return nil, validation("TransactItems can only contain one of Check, Put, Update or Delete")
 		}
 		if err != nil {
@@ -77,39 +81,12 @@ func (m *Model) transact(in *dynamodb.TransactWriteItemsInput, ch *[]Change) (*d
 		seen[id] = true
 		ws[i] = w
 	}
-	reasons := make([]types.CancellationReason, len(ws))
-	failed := false
-	for i, w := range ws {
-		ok, err := w.check()
-		if err != nil {
-			return nil, err
-		}
-		reasons[i].Code = aws.String("None")
-		if !ok {
-			failed = true
-			reasons[i].Code = aws.String("ConditionalCheckFailed")
-			reasons[i].Message = aws.String("The conditional request failed")
-			if rvs[i] == types.ReturnValuesOnConditionCheckFailureAllOld {
-				reasons[i].Item = cloneItem(w.t.items[w.key])
-			}
-		}
-	}
-	if failed {
-		codes := make([]string, len(reasons))
-		for i, r := range reasons {
-			codes[i] = aws.ToString(r.Code)
-		}
-		for _, w := range ws {
-			old := w.t.items[w.key]
-			*ch = append(*ch, Change{Table: w.t.name, Key: w.key, Before: old, After: old})
-		}
-		return nil, &types.TransactionCanceledException{
-			Message:             aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]"),
-			CancellationReasons: reasons,
-		}
-	}
-	// Compute every new item before changing any, so that a member that
-	// fails validation leaves nothing applied.
+	// Every member's condition is evaluated, and the new item of each member
+	// whose condition holds is computed, before anything changes. As in
+	// DynamoDB Local, an update that cannot be applied (an invalid document
+	// path, arithmetic on a missing attribute) fails the whole request with
+	// its ValidationException even when another member's condition fails;
+	// an item over 400 KB is a cancellation reason ("ValidationError").
 	type staged struct {
 		w    *write
 		old  Item
@@ -117,9 +94,25 @@ func (m *Model) transact(in *dynamodb.TransactWriteItemsInput, ch *[]Change) (*d
 		keep bool
 	}
 	st := make([]staged, len(ws))
+	reasons := make([]types.CancellationReason, len(ws))
+	failed := false
 	for i, w := range ws {
 		old := w.t.items[w.key]
 		st[i] = staged{w: w, old: old, next: old, keep: old != nil}
+		reasons[i].Code = aws.String("None")
+		ok, err := w.check()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			failed = true
+			reasons[i].Code = aws.String("ConditionalCheckFailed")
+			reasons[i].Message = aws.String("The conditional request failed")
+			if rvs[i] == types.ReturnValuesOnConditionCheckFailureAllOld {
+				reasons[i].Item = cloneItem(old)
+			}
+			continue
+		}
 		if w.next == nil {
 			continue
 		}
@@ -128,11 +121,31 @@ func (m *Model) transact(in *dynamodb.TransactWriteItemsInput, ch *[]Change) (*d
 			return nil, err
 		}
 		if keep {
-			if n, err = checkItem(n); err != nil {
+			var tooLarge bool
+			if n, tooLarge, err = normalizeItem(n); err != nil {
 				return nil, err
+			}
+			if tooLarge {
+				failed = true
+				reasons[i].Code = aws.String("ValidationError")
+				reasons[i].Message = aws.String(w.tooLarge)
+				continue
 			}
 		}
 		st[i].next, st[i].keep = n, keep
+	}
+	if failed {
+		codes := make([]string, len(reasons))
+		for i, r := range reasons {
+			codes[i] = aws.ToString(r.Code)
+		}
+		for _, s := range st {
+			*ch = append(*ch, Change{Table: s.w.t.name, Key: s.w.key, Before: s.old, After: s.old})
+		}
+		return nil, &types.TransactionCanceledException{
+			Message:             aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]"),
+			CancellationReasons: reasons,
+		}
 	}
 	for _, s := range st {
 		if s.keep {

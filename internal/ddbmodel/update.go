@@ -9,19 +9,20 @@ import (
 )
 
 type setAction struct {
-	path string
+	path docPath
 	val  valueExpr
 }
 
 type addAction struct {
-	path string
+	path docPath
 	val  types.AttributeValue
 }
 
 type update struct {
 	sets    []setAction
-	removes []string
+	removes []docPath
 	adds    []addAction
+	paths   []docPath // every action's path, in the expression's order
 }
 
 // valueExpr is the right-hand side of a SET action: an operand or
@@ -38,13 +39,13 @@ type term struct {
 }
 
 type ifNotExists struct {
-	path string
+	path docPath
 	dflt term
 }
 
 func (t term) get(item Item) (types.AttributeValue, error) {
 	if f := t.ifNotExists; f != nil {
-		if v, ok := item[f.path]; ok {
+		if v, ok := f.path.resolve(item); ok {
 			return v, nil
 		}
 		return f.dflt.get(item)
@@ -97,12 +98,15 @@ func parseUpdate(expr string, ph *placeholders) (*update, error) {
 	p := &parser{toks: toks, ph: ph}
 	u := &update{}
 	seen := map[string]bool{}
-	paths := map[string]bool{}
-	usePath := func(path string) error {
-		if paths[path] {
-			return validation("Invalid UpdateExpression: Two document paths overlap with each other; must remove or rewrite one of these paths; path one: [%s], path two: [%s]", path, path)
+	// Paths of two actions may not overlap (be equal, or one inside the
+	// other); DynamoDB names the earlier one first.
+	usePath := func(path docPath) error {
+		for _, q := range u.paths {
+			if q.overlaps(path) {
+				return validation("Invalid UpdateExpression: Two document paths overlap with each other; must remove or rewrite one of these paths; path one: %s, path two: %s", q, path)
+			}
 		}
-		paths[path] = true
+		u.paths = append(u.paths, path)
 		return nil
 	}
 	for p.peek().kind != tEOF {
@@ -172,7 +176,7 @@ func (p *parser) valueExpr() (valueExpr, error) {
 
 func (p *parser) term() (term, error) {
 	t := p.peek()
-	if t.kind == tIdent && p.toks[p.i+1].kind == tPunct && p.toks[p.i+1].text == "(" {
+	if p.isCall(t) {
 		if !strings.EqualFold(t.text, "if_not_exists") {
 			return term{}, errUnsupported("function " + t.text)
 		}
@@ -197,11 +201,15 @@ func (p *parser) term() (term, error) {
 
 // apply evaluates u against old (the stored item, or an item of only the
 // key) and returns the new item; old is not modified. Every right-hand side
-// is evaluated against old, as DynamoDB does.
+// is evaluated against old, as DynamoDB does. An action on a member of a map
+// needs that map to exist (as a map): else the update is invalid, whatever
+// the action (DynamoDB checks this after the condition, when it applies the
+// update). Since paths of two actions never overlap, no action creates or
+// removes the map another one writes into.
 func (u *update) apply(old Item, keyNames []string) (Item, error) {
-	touched := func(path string) error {
-		if slices.Contains(keyNames, path) {
-			return validation("One or more parameter values were invalid: Cannot update attribute %s. This attribute is part of the key", path)
+	touched := func(path docPath) error {
+		if slices.Contains(keyNames, path.top()) {
+			return validation("One or more parameter values were invalid: Cannot update attribute %s. This attribute is part of the key", path.top())
 		}
 		return nil
 	}
@@ -214,21 +222,34 @@ func (u *update) apply(old Item, keyNames []string) (Item, error) {
 		if err != nil {
 			return nil, err
 		}
-		next[s.path] = v
+		parent, err := s.path.parent(next)
+		if err != nil {
+			return nil, err
+		}
+		parent[s.path[len(s.path)-1]] = v
 	}
 	for _, r := range u.removes {
 		if err := touched(r); err != nil {
 			return nil, err
 		}
-		delete(next, r)
+		parent, err := r.parent(next)
+		if err != nil {
+			return nil, err
+		}
+		delete(parent, r[len(r)-1])
 	}
 	for _, a := range u.adds {
 		if err := touched(a.path); err != nil {
 			return nil, err
 		}
-		cur, ok := old[a.path]
+		parent, err := a.path.parent(next)
+		if err != nil {
+			return nil, err
+		}
+		name := a.path[len(a.path)-1]
+		cur, ok := parent[name]
 		if !ok {
-			next[a.path] = a.val
+			parent[name] = a.val
 			continue
 		}
 		cn, ok1 := cur.(*types.AttributeValueMemberN)
@@ -238,9 +259,24 @@ func (u *update) apply(old Item, keyNames []string) (Item, error) {
 		}
 		x, _ := new(big.Rat).SetString(cn.Value)
 		y, _ := new(big.Rat).SetString(an.Value)
-		next[a.path] = &types.AttributeValueMemberN{Value: formatRat(x.Add(x, y))}
+		parent[name] = &types.AttributeValueMemberN{Value: formatRat(x.Add(x, y))}
 	}
 	return next, nil
 }
 
-// ---- values ----
+// updated is what ReturnValues UPDATED_OLD (of old) or UPDATED_NEW (of
+// next) returns, as DynamoDB Local 3.3.1 does: for every action whose path
+// resolves in that item, the whole top-level attribute holding it (not
+// just the member), whether or not its value changed; nil when none.
+func (u *update) updated(of Item) Item {
+	var out Item
+	for _, p := range u.paths {
+		if _, ok := p.resolve(of); ok {
+			if out == nil {
+				out = Item{}
+			}
+			out[p.top()] = cloneValue(of[p.top()])
+		}
+	}
+	return out
+}

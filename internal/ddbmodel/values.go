@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"unicode/utf16"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -130,4 +131,54 @@ func formatRat(r *big.Rat) string {
 	s := r.FloatString(40)
 	s = strings.TrimRight(s, "0")
 	return strings.TrimSuffix(s, ".")
+}
+
+// sizeOf is DynamoDB's size(): the length of a string (in UTF-16 code
+// units, as DynamoDB Local counts: "é" is 1, an emoji 2), a binary, a set,
+// a list or a map. Numbers, booleans and nulls have none.
+func sizeOf(v types.AttributeValue) (int, bool) {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(utf16.Encode([]rune(v.Value))), true
+	case *types.AttributeValueMemberB:
+		return len(v.Value), true
+	case *types.AttributeValueMemberSS:
+		return len(v.Value), true
+	case *types.AttributeValueMemberNS:
+		return len(v.Value), true
+	case *types.AttributeValueMemberBS:
+		return len(v.Value), true
+	case *types.AttributeValueMemberL:
+		return len(v.Value), true
+	case *types.AttributeValueMemberM:
+		return len(v.Value), true
+	}
+	return 0, false
+}
+
+// typeName is the name DynamoDB gives a value's type in its messages.
+func typeName(v types.AttributeValue) string {
+	switch v.(type) {
+	case *types.AttributeValueMemberS:
+		return "S"
+	case *types.AttributeValueMemberN:
+		return "N"
+	case *types.AttributeValueMemberB:
+		return "B"
+	case *types.AttributeValueMemberSS:
+		return "SS"
+	case *types.AttributeValueMemberNS:
+		return "NS"
+	case *types.AttributeValueMemberBS:
+		return "BS"
+	case *types.AttributeValueMemberL:
+		return "L"
+	case *types.AttributeValueMemberM:
+		return "M"
+	case *types.AttributeValueMemberBOOL:
+		return "BOOL"
+	case *types.AttributeValueMemberNULL:
+		return "NULL"
+	}
+	return "?"
 }

@@ -18,10 +18,17 @@ type write struct {
 	// next computes the new item from the old one (nil: absent); nil next
 	// is a ConditionCheck.
 	next func(old Item) (Item, bool, error)
+	// upd is an UpdateItem's update expression, for its ReturnValues.
+	upd *update
+	// tooLarge is the message for an item next makes larger than 400 KB.
+	tooLarge string
 }
 
 func (m *Model) prepare(tableName *string, key Item, condExpr *string, names map[string]string,
 	values map[string]types.AttributeValue) (*write, error) {
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
 	t, err := m.table(tableName)
 	if err != nil {
 		return nil, err
@@ -35,7 +42,7 @@ func (m *Model) prepare(tableName *string, key Item, condExpr *string, names map
 			return nil, err
 		}
 	}
-	w := &write{t: t, key: k, keyAttr: kattr, ph: newPlaceholders(names, values)}
+	w := &write{t: t, key: k, keyAttr: kattr, ph: newPlaceholders(names, values), tooLarge: msgTooLarge}
 	if condExpr != nil {
 		if w.cond, err = parseCondition(*condExpr, w.ph); err != nil {
 			return nil, err
@@ -64,8 +71,12 @@ func (w *write) commit(old Item) (Item, error) {
 		delete(w.t.items, w.key)
 		return nil, nil
 	}
-	if n, err = checkItem(n); err != nil {
+	n, tooLarge, err := normalizeItem(n)
+	if err != nil {
 		return nil, err
+	}
+	if tooLarge {
+		return nil, validation("%s", w.tooLarge)
 	}
 	w.t.items[w.key] = n
 	return n, nil
@@ -193,6 +204,7 @@ func (m *Model) prepUpdate(tableName *string, key Item, updExpr, condExpr *strin
 		return nil, err
 	}
 	keyNames := w.t.keyNames()
+	w.upd, w.tooLarge = u, msgUpdateTooLarge
 	w.next = func(old Item) (Item, bool, error) {
 		base := old
 		if base == nil {
@@ -216,22 +228,10 @@ func (m *Model) updateItem(in *dynamodb.UpdateItemInput, ch *[]Change) (*dynamod
 			out.Attributes = cloneItem(next)
 		case types.ReturnValueAllOld:
 			out.Attributes = cloneItem(old)
-		case types.ReturnValueUpdatedNew, types.ReturnValueUpdatedOld:
-			src := next
-			if in.ReturnValues == types.ReturnValueUpdatedOld {
-				src = old
-			}
-			out.Attributes = Item{}
-			for k, v := range src {
-				if o, ok := old[k]; !ok || !equal(o, next[k]) || next[k] == nil {
-					if _, isKey := w.keyAttr[k]; !isKey {
-						out.Attributes[k] = v
-					}
-				}
-			}
-			if len(out.Attributes) == 0 {
-				out.Attributes = nil
-			}
+		case types.ReturnValueUpdatedNew:
+			out.Attributes = w.upd.updated(next)
+		case types.ReturnValueUpdatedOld:
+			out.Attributes = w.upd.updated(old)
 		}
 		return out
 	})
