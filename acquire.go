@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -126,6 +128,9 @@ type acquisition struct {
 	o        *acquireLockOptions
 	start    time.Time
 	deadline time.Time // computed once, when the first holder is seen
+	// endsBefore is the client's count of ended locks before the last call
+	// (see sleep).
+	endsBefore uint64
 	// attempts holds every write this call sent, by the RVN it wrote, so
 	// that a write whose answer was lost is recognised (and adopted) when
 	// a later answer shows it.
@@ -246,20 +251,22 @@ func (a *acquisition) write(ctx context.Context, d decision, v *view) (*Lock, er
 	// before the send: the holder's lease never ends later than what it
 	// wrote, nor later than any observer's.
 	sent := time.Now()
-	in := c.acquireInput(a.key, a.sortKey, a.o, rvn, d.takeover, d.queue, sent)
+	in, wrote := c.acquireWrite(a.key, a.sortKey, a.o, rvn, d.takeover, d.queue, sent)
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true}
 	a.attempts[rvn] = at
 	c.inflight.Store(rvn, struct{}{})
+	a.endsBefore = c.wakeups.ended.Load()
 	out, err := c.db.UpdateItem(ctx, in)
 	c.metrics.call(ctx, "UpdateItem")
 	err = c.classify(ctx, err)
 	if err == nil {
+		item := wrote.after(in.Key, out.Attributes)
 		if !time.Now().Before(sent.Add(at.lease)) {
 			// The answer came after the lease it granted ran out (a pause):
 			// take the item anew rather than return a lock already lost.
-			return nil, a.learn(ctx, v, out.Attributes, nil)
+			return nil, a.learn(ctx, v, item, nil)
 		}
-		return a.adopt(ctx, out.Attributes, at)
+		return a.adopt(ctx, item, at)
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && !carriesRVN(ccf.Item, rvn) || !errors.As(err, &ccf) && surelyNotApplied(err) {
@@ -334,11 +341,14 @@ func (a *acquisition) adopt(ctx context.Context, item map[string]types.Attribute
 	l.leaseEnd = at.sent.Add(at.lease)
 	l.deleteOnRelease = a.o.deleteLockOnRelease
 	l.monitor = a.o.sessionMonitor
+	// Registered before its RVN leaves inflight, so that a waiter here that
+	// sees the item always finds the lock held or in flight here (sleep).
+	err = c.register(ctx, l)
 	for rvn := range a.attempts {
 		c.inflight.Delete(rvn)
 	}
-	clear(a.attempts) // the call succeeded: nothing to undo
-	if err := c.register(ctx, l); err != nil {
+	clear(a.attempts) // nothing to undo: the lock is held, or register ended it
+	if err != nil {
 		return nil, err
 	}
 	c.observations.forget(a.regKey)
@@ -383,6 +393,7 @@ func (a *acquisition) undo(ctx context.Context) {
 const undoTimeout = 5 * time.Second
 
 func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue, error) {
+	a.endsBefore = a.c.wakeups.ended.Load()
 	out, err := a.c.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(a.c.tableName),
 		Key:            a.c.itemKeyOf(a.key, a.sortKey),
@@ -396,19 +407,36 @@ func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue
 }
 
 // sleep waits d, or until ctx ends or the client closes. While the item is
-// held by this client's own owner, a release or loss of that lock here ends
-// the wait at once (same-process hand-over).
+// held by this client, or written by one of its acquisitions still waiting
+// for the answer, a release or loss of that lock here ends the wait at once
+// (same-process hand-over). When the item names this client's owner but
+// neither holds: if a lock ended here since the call that showed it, that
+// may have been it, so there is no wait at all; otherwise the holder is
+// another client with the same owner name, polled as usual.
 func (a *acquisition) sleep(ctx context.Context, d time.Duration, v *view) error {
-	var woken <-chan struct{}
-	if v.rec != nil && v.rec.owner == a.c.ownerName && a.c.heldLock(a.regKey) != nil {
-		ch, unwatch := a.c.wakeups.watch(a.regKey)
-		defer unwatch()
-		woken = ch
-		if a.c.heldLock(a.regKey) == nil {
-			return nil // it ended between the read and the watch
-		}
+	what := "key " + strconv.Quote(a.key)
+	if v.rec == nil || v.rec.owner != a.c.ownerName {
+		return a.c.pause(ctx, d, nil, what)
 	}
-	return a.c.pause(ctx, d, woken, "key "+strconv.Quote(a.key))
+	// Watch first: a lock here that ends from now on wakes this wait (end
+	// takes it out of the registry, then wakes the key's watchers).
+	woken, unwatch := a.c.wakeups.watch(a.regKey)
+	defer unwatch()
+	if !a.heldHere(v.rec.rvn) && a.c.wakeups.ended.Load() != a.endsBefore {
+		return nil
+	}
+	return a.c.pause(ctx, d, woken, what)
+}
+
+// heldHere reports whether this client holds the key, or an acquisition of
+// it here wrote rvn and is waiting for the answer (the lock is then
+// registered before rvn leaves inflight).
+func (a *acquisition) heldHere(rvn string) bool {
+	if a.c.heldLock(a.regKey) != nil {
+		return true
+	}
+	_, ok := a.c.inflight.Load(rvn)
+	return ok
 }
 
 // pause waits d, or until woken is closed, and returns the error that ends
@@ -428,29 +456,51 @@ func (c *Client) pause(ctx context.Context, d time.Duration, woken <-chan struct
 	}
 }
 
-// acquireInput builds the single UpdateItem that acquires a free or released
-// item, or takes over one whose RVN is takeover. It bumps the fencing token,
-// and on failure returns the current item (ReturnValuesOnConditionCheckFailure)
-// so that no read is needed to learn who holds it. sent is the instant the
-// lease counts from.
+// acquireInput is the acquiring UpdateItem of acquireWrite.
 func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) *dynamodb.UpdateItemInput {
+	in, _ := c.acquireWrite(key, sortKey, o, rvn, takeover, q, sent)
+	return in
+}
+
+// acquireWrite builds the single UpdateItem that acquires a free or released
+// item, or takes over one whose RVN is takeover, and the record of what it
+// writes. It bumps the fencing token, and on failure returns the current
+// item (ReturnValuesOnConditionCheckFailure) so that no read is needed to
+// learn who holds it. On success DynamoDB returns the item as it was before
+// (ReturnValues ALL_OLD: nothing, for a free key), and the client builds
+// the new item from it and what it wrote. sent is the instant the lease
+// counts from.
+func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
+	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4+len(o.additionalAttributes)), tokenBase: uint64(sent.UnixMicro())}
 	b := newExprBuilder()
-	set := "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(c.ownerName)) +
-		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(o.lease))) +
-		", " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(rvn))
+	w.set[attrOwnerName] = attrS(c.ownerName)
+	w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
+	w.set[attrRVN] = attrS(rvn)
+	set := "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", w.set[attrOwnerName]) +
+		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", w.set[attrLeaseDuration]) +
+		", " + b.name("#v", attrRVN) + " = " + b.value(":v", w.set[attrRVN])
 	remove := " REMOVE " + b.name("#r", attrIsReleased) + c.removeStaleExpiry(b)
+	w.remove = append(w.remove, attrIsReleased)
+	if c.clockSkewBound <= 0 {
+		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
+	}
+	data := &types.AttributeValueMemberB{Value: o.data}
 	switch {
 	case o.replaceData && o.data == nil:
 		remove += ", " + b.name("#d", attrData)
+		w.remove = append(w.remove, attrData)
 	case o.replaceData:
-		set += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: o.data})
+		set += ", " + b.name("#d", attrData) + " = " + b.value(":d", data)
+		w.set[attrData] = data
 	case o.data != nil:
-		set += ", #d = if_not_exists(" + b.name("#d", attrData) + ", " + b.value(":d", &types.AttributeValueMemberB{Value: o.data}) + ")"
+		set += ", #d = if_not_exists(" + b.name("#d", attrData) + ", " + b.value(":d", data) + ")"
+		w.dataIfAbsent = data
 	}
 	i := 0
 	for name, v := range o.additionalAttributes {
 		n, vv := "#a"+strconv.Itoa(i), ":a"+strconv.Itoa(i)
 		set += ", " + b.name(n, name) + " = " + b.value(vv, v)
+		w.set[name] = v
 		i++
 	}
 	// The fencing token goes up by one on every acquisition. A new item
@@ -459,8 +509,13 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 	// TTL) and created again, and an owner's token never names two
 	// acquisitions of one key.
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
-		b.value(":base", attrN(uint64(sent.UnixMicro()))) + ") + " + b.value(":one", attrN(1))
+		b.value(":base", attrN(w.tokenBase)) + ") + " + b.value(":one", attrN(1))
 	set += c.expirySets(b, sent, o.lease, rvn)
+	for alias, attr := range map[string]string{":x": attrLeaseExpiresAt, ":xr": attrLeaseExpiresRVN, ":t": c.ttlAttribute} {
+		if v, ok := b.values[alias]; ok {
+			w.set[attr] = v
+		}
+	}
 
 	cond := "attribute_not_exists(" + b.name("#pk", c.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
@@ -471,6 +526,7 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 	}
 	if q != nil {
 		cond, remove = q.expr(b, cond, remove)
+		w.queueRemove = q.remove
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.tableName),
@@ -479,9 +535,53 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            b.names,
 		ExpressionAttributeValues:           b.valuesOrNil(),
-		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, w
+}
+
+// acquiredItem is what an acquiring write writes, to build the new item
+// from the old one.
+type acquiredItem struct {
+	set          map[string]types.AttributeValue
+	dataIfAbsent types.AttributeValue // data, where the item has none
+	remove       []string
+	queueRemove  []string // entries removed from the fair queue
+	tokenBase    uint64   // the fencing token of an item that has none
+}
+
+// after is the item as the write left it, given key and the item before
+// (nil or empty when there was none).
+func (w *acquiredItem) after(key, old map[string]types.AttributeValue) map[string]types.AttributeValue {
+	item := make(map[string]types.AttributeValue, len(old)+len(w.set)+3)
+	maps.Copy(item, old)
+	maps.Copy(item, key)
+	for _, name := range w.remove {
+		delete(item, name)
 	}
+	if _, ok := item[attrData]; !ok && w.dataIfAbsent != nil {
+		item[attrData] = w.dataIfAbsent
+	}
+	maps.Copy(item, w.set)
+	token, err := uintAttr(old, attrFencingToken)
+	switch _, had := old[attrFencingToken]; {
+	case err != nil || token == math.MaxUint64:
+		// DynamoDB added one to a number this client cannot read: so
+		// cannot the lock (decoding the item fails, as it would have).
+		item[attrFencingToken] = attrS("unreadable")
+	case had:
+		item[attrFencingToken] = attrN(token + 1)
+	default:
+		item[attrFencingToken] = attrN(w.tokenBase + 1)
+	}
+	if q, ok := item[attrFairQueue].(*types.AttributeValueMemberM); ok && len(w.queueRemove) > 0 {
+		left := maps.Clone(q.Value)
+		for _, id := range w.queueRemove {
+			delete(left, id)
+		}
+		item[attrFairQueue] = &types.AttributeValueMemberM{Value: left}
+	}
+	return item
 }
 
 // carriesRVN reports whether item's record version number is rvn, whether

@@ -25,9 +25,8 @@ import (
 // raw DynamoDB call, and capacity, failover and contention.
 
 // benchFakeDB acknowledges every write at once. An acquiring UpdateItem
-// (ReturnValues ALL_NEW) gets back the item it would have written; every
-// other UpdateItem counts as a heartbeat, and the one that reaches target
-// signals reached.
+// (ReturnValues ALL_OLD) finds no item before it; every other UpdateItem
+// counts as a heartbeat, and the one that reaches target signals reached.
 type benchFakeDB struct {
 	beats   atomic.Int64
 	target  atomic.Int64
@@ -41,23 +40,15 @@ func newBenchFakeDB() *benchFakeDB {
 }
 
 func (f *benchFakeDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if in.ReturnValues != types.ReturnValueAllNew {
+	if in.ReturnValues != types.ReturnValueAllOld {
 		if n := f.beats.Add(1); n >= f.target.Load() {
 			select {
 			case f.reached <- struct{}{}:
 			default:
 			}
 		}
-		return &dynamodb.UpdateItemOutput{}, nil
 	}
-	v := in.ExpressionAttributeValues
-	return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{
-		"key":                 in.Key["key"],
-		"ownerName":           v[":o"],
-		"leaseDuration":       v[":l"],
-		"recordVersionNumber": v[":v"],
-		"fencingToken":        &types.AttributeValueMemberN{Value: "1"},
-	}}, nil
+	return &dynamodb.UpdateItemOutput{}, nil
 }
 
 func (f *benchFakeDB) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {

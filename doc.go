@@ -37,6 +37,7 @@
 //     stored expiry for fast takeover ([WithClockSkewBound]), TTL
 //     ([WithTTLAttribute]), listings ([Client.AllLocks],
 //     [Client.LocksByPartitionKey]), per-lock leases ([WithLockLease]),
+//     first-come-first-served waiting across processes ([WithFairness]),
 //     and the recipes: [Client.NewElection], [Client.AcquireLocks],
 //     [Client.NewSemaphore].
 //

@@ -261,6 +261,7 @@ func (a *acquisition) join(ctx context.Context, v *view) error {
 	}
 	in := c.guardedUpdate(c.itemKeyOf(a.key, a.sortKey), b, update, cond)
 	in.ReturnValues = types.ReturnValueAllNew
+	a.endsBefore = c.wakeups.ended.Load()
 	out, err := c.db.UpdateItem(ctx, in)
 	c.metrics.call(ctx, "UpdateItem")
 	err = c.classify(ctx, err)

@@ -1,6 +1,9 @@
 package dynamolock
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // wakeups lets acquisitions waiting on a key that this client holds learn
 // at once that the lock ended here (released or lost), instead of at their
@@ -9,6 +12,10 @@ import "sync"
 type wakeups struct {
 	mu sync.Mutex
 	m  map[string]*wakeup
+	// ended counts the locks that ended here, on any key: an acquisition
+	// notes it before each call, so that it can tell whether the holder
+	// here that the answer named may have ended since.
+	ended atomic.Uint64
 }
 
 type wakeup struct {
@@ -41,6 +48,7 @@ func (w *wakeups) watch(key string) (<-chan struct{}, func()) {
 
 // wake wakes every acquisition watching key.
 func (w *wakeups) wake(key string) {
+	w.ended.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if u := w.m[key]; u != nil {

@@ -15,12 +15,8 @@ import (
 // holds gets it as soon as it is released, not at its next poll; a waiter
 // in another client still polls.
 func TestSameProcessHandOver(t *testing.T) {
-	table := newTable(t, "")
-	db, _ := newDB(t)
 	ctx := context.Background()
-	c := newClient(t, db, table, dynamolock.WithLeaseDuration(20*time.Second), dynamolock.WithHeartbeatPeriod(5*time.Second))
-	held, err := c.AcquireLockWithContext(ctx, "k")
-	require.NoError(t, err)
+	c, held := clientHolding(t)
 
 	const refresh = 10 * time.Second // far longer than a hand-over may take
 	got := make(chan *dynamolock.Lock, 1)
@@ -47,4 +43,53 @@ func TestSameProcessHandOver(t *testing.T) {
 	case <-time.After(refresh):
 		t.Fatal("the waiter was not handed the lock")
 	}
+}
+
+// Several goroutines of one client wait for a key it holds: each release
+// hands the lock to the next one at once. A waiter that loses the race to
+// another waiter here sees the item name this client while the winner is
+// still between its write and holding the lock; it must still be woken
+// when the winner releases, not sleep to its next poll.
+func TestSameProcessHandOverChain(t *testing.T) {
+	ctx := context.Background()
+	c, held := clientHolding(t)
+
+	const refresh = 20 * time.Second // far longer than the chain may take
+	const waiters = 4
+	done := make(chan time.Time, waiters)
+	for range waiters {
+		go func() {
+			l, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithRefreshPeriod(refresh))
+			if !assert.NoError(t, err) {
+				return
+			}
+			_, err = c.ReleaseLockWithContext(ctx, l)
+			assert.NoError(t, err)
+			done <- time.Now()
+		}()
+	}
+	calls := c.Stats().DynamoDBCalls
+	waitFor(t, 5*time.Second, "every waiter to see the lock held", func() bool { return c.Stats().DynamoDBCalls >= calls+waiters })
+	released := time.Now()
+	_, err := c.ReleaseLockWithContext(ctx, held)
+	require.NoError(t, err)
+	for i := range waiters {
+		select {
+		case at := <-done:
+			t.Logf("waiter %d done %s after the first release", i+1, at.Sub(released))
+		case <-time.After(refresh / 2):
+			t.Fatalf("only %d of %d waiters got the lock by hand-over; the others sleep to their next poll", i, waiters)
+		}
+	}
+}
+
+// clientHolding returns a client (lease 20 s) holding key "k" of a fresh
+// table.
+func clientHolding(t *testing.T) (*dynamolock.Client, *dynamolock.Lock) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	c := newClient(t, db, table, dynamolock.WithLeaseDuration(20*time.Second), dynamolock.WithHeartbeatPeriod(5*time.Second))
+	held, err := c.AcquireLockWithContext(context.Background(), "k")
+	require.NoError(t, err)
+	return c, held
 }

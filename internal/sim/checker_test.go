@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,16 @@ func showItem(it ddbmodel.Item) string {
 		itemS(it, "leaseDuration"), itemN(it, "fencingToken"))
 	if released(it) {
 		s += " released"
+	}
+	if q, ok := it["fairQueue"].(*types.AttributeValueMemberM); ok {
+		var ts []string
+		for id, e := range q.Value {
+			if m, ok := e.(*types.AttributeValueMemberM); ok {
+				ts = append(ts, fmt.Sprintf("%.4s:%d", id, itemN(m.Value, "t")))
+			}
+		}
+		sort.Strings(ts)
+		s += " queue[" + strings.Join(ts, " ") + "]"
 	}
 	if d, ok := it["data"]; ok {
 		if _, isB := d.(*types.AttributeValueMemberB); !isB {

@@ -30,7 +30,7 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
-	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, release-retry, reentrant-mix, undecodable; empty for none")
+	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, release-retry, reentrant-mix, undecodable, fair; empty for none")
 	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 20, "with -sim.seed: run the seed up to this many times until it shows a violation (see docs/SIMULATION.md on determinism)")
@@ -436,6 +436,10 @@ func (w *world) acquireOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLo
 		wait := time.Duration(r.Int64N(int64(2 * cl.lease)))
 		opts = append(opts, dynamolock.WithRefreshPeriod(rp), dynamolock.WithAdditionalTimeToWaitForLock(wait))
 		desc = append(desc, fmt.Sprintf("refresh %s wait %s", rp.Round(time.Millisecond), wait.Round(time.Millisecond)))
+		if r.IntN(3) == 0 && !avoid("fair") {
+			opts = append(opts, dynamolock.WithFairness())
+			desc = append(desc, "fair")
+		}
 	}
 	if reentrant := r.IntN(5) == 0; reentrant && !avoid("reentrant-mix") || avoid("reentrant-mix") && cl.reentrantOnly {
 		opts = append(opts, dynamolock.WithReentrant())
