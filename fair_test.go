@@ -331,3 +331,46 @@ func TestFairBadInput(t *testing.T) {
 	assert.True(t, errors.Is(err, dynamolock.ErrInvalidArgument))
 	assert.Zero(t, calls.total())
 }
+
+// The orderings a fair acquisition must survive: its join's answer lost
+// after the entry landed, the join applied twice (an SDK retry), and the
+// answer of its acquiring write (which also removes its entry) lost after
+// it landed. It must still get the lock once, and leave no entry behind.
+func TestFairLostAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		replay bool
+	}{{"lost answers", false}, {"replayed join", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			table, db, holder, h := heldByHolder(t)
+			ctx := context.Background()
+			var released atomic.Bool
+			join := &faults.Rule{Op: "UpdateItem", Times: 1, LoseAnswer: !tc.replay, Replay: tc.replay,
+				Match: faults.All(faults.ConditionOn("fairQueue"), faults.Not(faults.Sets("ownerName")))}
+			take := &faults.Rule{Op: "UpdateItem", Times: 1, LoseAnswer: true,
+				Match: faults.All(faults.Sets("ownerName"), func(any) bool { return released.Load() })}
+			bDB := faults.Wrap(db, join, take)
+			b := newClient(t, bDB, table, dynamolock.WithOwnerName("B"))
+			got := make(chan *dynamolock.Lock, 1)
+			go func() {
+				l, err := b.AcquireLockWithContext(ctx, "k", fairPoll...)
+				assert.NoError(t, err)
+				got <- l
+			}()
+			waitFor(t, 10*time.Second, "B in the queue", func() bool { return queueLen(t, db, table, "k") == 1 })
+			released.Store(true)
+			_, err := holder.ReleaseLockWithContext(ctx, h)
+			require.NoError(t, err)
+			l := <-got
+			require.NotNil(t, l)
+			assert.Equal(t, 1, bDB.Hits(join))
+			assert.Equal(t, 1, bDB.Hits(take), "the acquiring write's answer was lost")
+			assert.NoError(t, l.Err())
+			assert.Greater(t, l.FencingToken(), h.FencingToken())
+			item := rawItem(t, db, table, keyOf("k"))
+			assert.Equal(t, "B", item["ownerName"].(*types.AttributeValueMemberS).Value)
+			assert.Zero(t, queueLen(t, db, table, "k"), "the landed write removed B's entry")
+			assert.NoError(t, l.Close())
+		})
+	}
+}
