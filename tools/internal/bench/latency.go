@@ -47,10 +47,10 @@ const (
 	// condition, ReturnValues ALL_OLD): the part of acquire's time that
 	// DynamoDB spends on the richer write rather than the client on itself.
 	OpRawAcquireShape = "raw acquire-shaped UpdateItem"
-	OpAcquire   = "acquire (free)"
-	OpHeartbeat = "heartbeat"
-	OpRelease   = "release"
-	OpGet       = "get (other owner)"
+	OpAcquire         = "acquire (free)"
+	OpHeartbeat       = "heartbeat"
+	OpRelease         = "release"
+	OpGet             = "get (other owner)"
 )
 
 // MeasureLatency times n rounds of: a raw conditional UpdateItem on a fresh
