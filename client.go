@@ -58,10 +58,11 @@ type Client struct {
 	meterProvider                metric.MeterProvider
 	schema                       schema
 
-	locks        sync.Map // registry key → *Lock, the locks this client holds
-	reentrant    keyGates // reentrant acquisitions of one key take turns
-	wakeups      wakeups  // acquisitions waiting for a key this client holds
-	inflight     sync.Map // RVN → struct{}: acquiring writes sent, not yet answered or given up
+	locksMu      sync.RWMutex
+	locks        map[string]*Lock // registry key → the locks this client holds; guarded by locksMu
+	reentrant    keyGates         // reentrant acquisitions of one key take turns
+	wakeups      wakeups          // acquisitions waiting for a key this client holds
+	inflight     sync.Map         // RVN → struct{}: acquiring writes sent, not yet answered or given up
 	observations observations
 	sched        *scheduler
 
@@ -87,6 +88,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		heartbeatConcurrency: DefaultHeartbeatConcurrency,
 		maxObservations:      DefaultMaxLockObservationCacheSize,
 		closing:              make(chan struct{}),
+		locks:                make(map[string]*Lock),
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -236,15 +238,30 @@ func validateKey(key string) error {
 
 // heldLock returns the lock this client holds for regKey, if any.
 func (c *Client) heldLock(regKey string) *Lock {
-	v, ok := c.locks.Load(regKey)
-	if !ok {
-		return nil
-	}
-	l := v.(*Lock)
-	if !l.held() {
+	c.locksMu.RLock()
+	l := c.locks[regKey]
+	c.locksMu.RUnlock()
+	if l == nil || !l.held() {
 		return nil // ending: it leaves the registry in a moment
 	}
 	return l
+}
+
+// unregister drops l from the registry, unless another lock of its key
+// replaced it there.
+func (c *Client) unregister(l *Lock) {
+	c.locksMu.Lock()
+	if c.locks[l.regKey] == l {
+		delete(c.locks, l.regKey)
+	}
+	c.locksMu.Unlock()
+}
+
+// heldCount is the number of locks in the registry.
+func (c *Client) heldCount() int {
+	c.locksMu.RLock()
+	defer c.locksMu.RUnlock()
+	return len(c.locks)
 }
 
 // register records a newly acquired lock and schedules its heartbeats. If
@@ -259,17 +276,20 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
-	prev, replaced := c.locks.Swap(l.regKey, l)
+	c.locksMu.Lock()
+	prev := c.locks[l.regKey]
+	c.locks[l.regKey] = l
+	c.locksMu.Unlock()
 	c.sched.notify(l)
 	c.mu.RUnlock()
-	if replaced && prev != l {
+	if prev != nil && prev != l {
 		// l's write replaced the item prev held: prev must not stay held
 		// behind the registry's back. A write of prev in flight (its
 		// release, whose landing is what let l in, or a heartbeat) will
 		// tell how it ended; otherwise prev is lost now.
-		if p := prev.(*Lock); p.tryTakeWrites() {
-			p.lose(ErrLockTakenOver, nil)
-			p.giveWrites()
+		if prev.tryTakeWrites() {
+			prev.lose(ErrLockTakenOver, nil)
+			prev.giveWrites()
 		}
 	}
 	return nil
@@ -374,11 +394,12 @@ func (c *Client) close(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.closing)
 
-	var held []*Lock
-	c.locks.Range(func(_, v any) bool {
-		held = append(held, v.(*Lock))
-		return true
-	})
+	c.locksMu.RLock()
+	held := make([]*Lock, 0, len(c.locks))
+	for _, l := range c.locks {
+		held = append(held, l)
+	}
+	c.locksMu.RUnlock()
 	errs := make([]error, len(held))
 	sem := make(chan struct{}, c.heartbeatConcurrency)
 	var wg sync.WaitGroup

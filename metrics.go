@@ -21,13 +21,8 @@ type Stats struct {
 // Stats returns the client's counters. It makes no DynamoDB call.
 func (c *Client) Stats() Stats {
 	m := c.metrics
-	held := 0
-	c.locks.Range(func(_, _ any) bool {
-		held++
-		return true
-	})
 	return Stats{
-		HeldLocks:        held,
+		HeldLocks:        c.heldCount(),
 		HeartbeatBacklog: int(m.backlog.Load()),
 		HeartbeatsSent:   m.beatsOK.Load(),
 		HeartbeatErrors:  m.beatsErr.Load(),

@@ -190,7 +190,7 @@ func (s *scheduler) entryOf(l *Lock) *entry {
 func (s *scheduler) update(e *entry, now time.Time) {
 	l := e.l
 	l.mu.Lock()
-	ended := l.ending
+	ended := l.reason != nil
 	lookup, leaseEnd := l.lookupTime, l.leaseEnd
 	var monitorAt time.Time
 	if m := l.monitor; m != nil && !m.fired {
@@ -226,7 +226,7 @@ func (s *scheduler) update(e *entry, now time.Time) {
 func (s *scheduler) fire(e *entry, now time.Time) {
 	l := e.l
 	l.mu.Lock()
-	ended := l.ending
+	ended := l.reason != nil
 	expired := !now.Before(l.leaseEnd)
 	beatAt, beats := s.beatTime(e, l.lookupTime)
 	beatDue := beats && !now.Before(beatAt)
@@ -264,7 +264,7 @@ func (s *scheduler) dispatch(now time.Time) {
 		e.queued = false
 		l := e.l
 		l.mu.Lock()
-		ended := l.ending
+		ended := l.reason != nil
 		due := l.lookupTime.Add(s.c.heartbeatPeriod)
 		left := l.leaseEnd.Sub(now)
 		l.mu.Unlock()
@@ -342,7 +342,7 @@ func (s *scheduler) beat(e *entry) {
 	ctx, cancel := context.WithDeadline(s.ctx, end)
 	start := time.Now()
 	err := s.c.heartbeatOnce(ctx, l, &sendHeartbeatOptions{}, true)
-	r := beatResult{e: e, failed: err != nil && l.ctx.Err() == nil}
+	r := beatResult{e: e, failed: err != nil && l.ended() == nil}
 	if err == nil {
 		r.rtt = time.Since(start)
 	}

@@ -1,0 +1,202 @@
+package dynamolock
+
+// White-box tests of a held lock's own state: the write turn (a flag and a
+// lazily made waiter list instead of a channel per lock), and the record of
+// its end with a lazily made Done.
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// grantDB answers an acquiring UpdateItem with the item it would have
+// written, and acknowledges every other write.
+type grantDB struct {
+	benchNopDB
+	mu    sync.Mutex
+	token uint64
+}
+
+func (d *grantDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if in.ReturnValues != types.ReturnValueAllNew {
+		return &dynamodb.UpdateItemOutput{}, nil
+	}
+	d.mu.Lock()
+	d.token++
+	token := d.token
+	d.mu.Unlock()
+	v := in.ExpressionAttributeValues
+	return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{
+		"key": in.Key["key"], attrOwnerName: v[":o"], attrLeaseDuration: v[":l"], attrRVN: v[":v"],
+		attrFencingToken: attrN(token),
+	}}, nil
+}
+
+func grantClient(t *testing.T, opts ...ClientOption) *Client {
+	t.Helper()
+	c, err := New(&grantDB{}, "state_table", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// poll waits for cond, checking every millisecond, for at most 10 s.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func waiting(l *Lock) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rare == nil {
+		return 0
+	}
+	return len(l.rare.waiters)
+}
+
+// The write turn is held by one writer at a time and handed to waiters in
+// order; a waiter whose context ends leaves the queue and never holds the
+// turn; a turn handed over just as its waiter's context ends is passed on,
+// not lost.
+func TestWriteTurn(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat())
+	l, err := c.AcquireLock("turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.tryTakeWrites() {
+		t.Fatal("a free turn must be taken")
+	}
+	if l.tryTakeWrites() {
+		t.Fatal("a taken turn must not be taken again")
+	}
+
+	// A waiter whose context ends gives up and leaves the queue.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- l.takeWrites(ctx) }()
+	poll(t, "the waiter to queue", func() bool { return waiting(l) == 1 })
+	cause := errors.New("caller gave up")
+	cancel(cause)
+	if err := <-gaveUp; !errors.Is(err, cause) {
+		t.Fatalf("takeWrites = %v, want the context's cause", err)
+	}
+	if n := waiting(l); n != 0 {
+		t.Fatalf("%d waiters left after the only one gave up", n)
+	}
+
+	// Waiters get the turn in order, one at a time.
+	var order []int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			if err := l.takeWrites(context.Background()); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			l.giveWrites()
+		})
+		poll(t, "waiter "+strconv.Itoa(i)+" to queue", func() bool { return waiting(l) == i+1 })
+	}
+	l.giveWrites()
+	wg.Wait()
+	if len(order) != 3 || order[0] != 0 || order[1] != 1 || order[2] != 2 {
+		t.Fatalf("turn order %v, want [0 1 2]", order)
+	}
+	if !l.tryTakeWrites() {
+		t.Fatal("the turn must be free once every writer gave it back")
+	}
+
+	// A hand-over racing the end of the waiter's context: whichever wins,
+	// the turn ends up free, never held by nobody.
+	for range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan error, 1)
+		go func() { res <- l.takeWrites(ctx) }()
+		poll(t, "the waiter to queue", func() bool { return waiting(l) == 1 })
+		go cancel()
+		l.giveWrites()
+		if err := <-res; err == nil {
+			l.giveWrites() // it got the turn: it gives it back
+		}
+		if !l.tryTakeWrites() {
+			t.Fatal("the turn was lost in a hand-over")
+		}
+	}
+	l.giveWrites()
+}
+
+// The end of a held lock is recorded once; a Done made before the end and
+// one made after it are both closed, and the reason is what Err and the
+// context Do derives answer. Covers the ordering "Done made while end runs":
+// end sets the reason and reads the lazily made context under the lock's
+// mutex, so a Done made before sees the cancel, one made after sees the
+// reason.
+func TestLazyDoneAndEnd(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat())
+	for i := range 200 {
+		l, err := c.AcquireLock("end-" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.rare != nil {
+			t.Fatal("a fresh lock must not carry a Done channel yet")
+		}
+		var early <-chan struct{}
+		if i%2 == 0 {
+			early = l.Done()
+		}
+		var late <-chan struct{}
+		var wg sync.WaitGroup
+		wg.Go(func() { late = l.Done() })
+		if _, err := c.ReleaseLock(l); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		for _, ch := range []<-chan struct{}{early, late, l.Done()} {
+			if ch == nil {
+				continue
+			}
+			select {
+			case <-ch:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Done not closed after release")
+			}
+		}
+		if err := l.Err(); !errors.Is(err, ErrLockAlreadyReleased) {
+			t.Fatalf("Err = %v, want ErrLockAlreadyReleased", err)
+		}
+		if !l.IsReleased() {
+			t.Fatal("IsReleased = false after release")
+		}
+		if cause := context.Cause(l.endContext()); !errors.Is(cause, ErrLockAlreadyReleased) {
+			t.Fatalf("cause = %v, want ErrLockAlreadyReleased", cause)
+		}
+		if c.HasLock("end-"+strconv.Itoa(i), "") {
+			t.Fatal("a released lock is still in the registry")
+		}
+		if l.end(errors.New("second end")) {
+			t.Fatal("a lock ended twice")
+		}
+	}
+}
