@@ -56,6 +56,8 @@ type Lock struct {
 	// rare holds what most locks never need, made on first use: the
 	// channel Done returns and the writers waiting for the write turn.
 	rare *lockRare
+
+	sched schedEntry // the heartbeat scheduler's; only its loop touches it
 }
 
 // lockRare is the part of a held lock that is created only when used.
