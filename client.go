@@ -50,6 +50,7 @@ type Client struct {
 	leaseDuration                time.Duration
 	heartbeatPeriod              time.Duration
 	heartbeatConcurrency         int
+	heartbeatAdmission           float64
 	holdLockOnServiceUnavailable bool
 	clockSkewBound               time.Duration
 	ttlAttribute                 string
@@ -86,6 +87,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		leaseDuration:        DefaultLeaseDuration,
 		heartbeatPeriod:      DefaultHeartbeatPeriod,
 		heartbeatConcurrency: DefaultHeartbeatConcurrency,
+		heartbeatAdmission:   DefaultHeartbeatAdmission,
 		maxObservations:      DefaultMaxLockObservationCacheSize,
 		closing:              make(chan struct{}),
 		locks:                make(map[string]*Lock),
@@ -150,6 +152,8 @@ func (c *Client) validate() error {
 			"must be at least twice the heartbeat period %s, or locks may expire while a heartbeat is late", c.heartbeatPeriod)
 	case c.heartbeatConcurrency < 1 || c.heartbeatConcurrency > 1024:
 		return invalid("WithHeartbeatConcurrency", c.heartbeatConcurrency, "must be between 1 and 1024")
+	case !(c.heartbeatAdmission >= 0 && c.heartbeatAdmission <= 1): // NaN too
+		return invalid("WithHeartbeatAdmission", c.heartbeatAdmission, "must lie between 0 (off) and 1")
 	case c.clockSkewBound < 0:
 		return invalid("WithClockSkewBound", c.clockSkewBound, "must not be negative")
 	}

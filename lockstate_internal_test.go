@@ -1,12 +1,13 @@
 package dynamolock
 
 // White-box tests of a held lock's own state: the write turn (a flag and a
-// lazily made waiter list instead of a channel per lock), and the record of
-// its end with a lazily made Done.
+// lazily made waiter list instead of a channel per lock), the record of its
+// end with a lazily made Done, and admission control.
 
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -198,5 +199,74 @@ func TestLazyDoneAndEnd(t *testing.T) {
 		if l.end(errors.New("second end")) {
 			t.Fatal("a lock ended twice")
 		}
+	}
+}
+
+// Admission control: an acquisition waits while the held locks' demand,
+// with it, exceeds the fraction of the measured capacity, proceeds once the
+// capacity allows it, and gives up at its deadline or when its context ends.
+func TestAdmissionWaitsForCapacity(t *testing.T) {
+	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute), WithHeartbeatAdmission(0.5))
+	for i := range 4 {
+		if _, err := c.AcquireLock("adm-" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perLock := 1 / time.Hour.Seconds()
+	poll(t, "the scheduler to count the held locks", func() bool {
+		d, _ := c.sched.load()
+		return math.Abs(d-4*perLock) < perLock/100
+	})
+	// Room for 5 locks in all at half the capacity: the fifth is admitted
+	// at once, the sixth waits.
+	c.sched.capacityBits.Store(math.Float64bits(10.5 * perLock))
+	if _, err := c.AcquireLock("adm-4"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the scheduler to count the fifth lock", func() bool {
+		d, _ := c.sched.load()
+		return d > 4.5*perLock
+	})
+	if n := c.Stats().AdmissionWaits; n != 0 {
+		t.Fatalf("AdmissionWaits = %d before any wait", n)
+	}
+
+	// Its context ends while it waits.
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.AcquireLockWithContext(ctx, "adm-5")
+		res <- err
+	}()
+	poll(t, "the acquisition to wait", func() bool { return c.Stats().AdmissionWaits == 1 })
+	cancel()
+	err := <-res
+	var lng *LockNotGrantedError
+	if !errors.As(err, &lng) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want a *LockNotGrantedError matching context.Canceled", err)
+	}
+
+	// It proceeds once the measured capacity allows it.
+	go func() {
+		_, err := c.AcquireLock("adm-5")
+		res <- err
+	}()
+	poll(t, "the acquisition to wait", func() bool { return c.Stats().AdmissionWaits == 2 })
+	c.sched.capacityBits.Store(math.Float64bits(100 * perLock))
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+
+	// Past its deadline it fails with ErrHeartbeatCapacity.
+	c.sched.capacityBits.Store(math.Float64bits(perLock))
+	err = c.admit(context.Background(), 1, time.Hour, time.Now().Add(20*time.Millisecond), "key \"adm-6\"")
+	if !errors.As(err, &lng) || !errors.Is(err, ErrHeartbeatCapacity) {
+		t.Fatalf("err = %v, want a *LockNotGrantedError matching ErrHeartbeatCapacity", err)
+	}
+
+	// Off: nothing waits.
+	c.heartbeatAdmission = 0
+	if err := c.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -400,6 +400,12 @@ func (s *scheduler) beat(l *Lock) beatResult {
 	return r
 }
 
+// load returns the renewal rate the scheduled locks need at least and the
+// rate the workers sustain (0 until a beat has been measured), per second.
+func (s *scheduler) load() (demand, capacity float64) {
+	return math.Float64frombits(s.demandBits.Load()), math.Float64frombits(s.capacityBits.Load())
+}
+
 // wakeHeap orders locks by their next wake time.
 type wakeHeap []*Lock
 
