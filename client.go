@@ -202,14 +202,16 @@ func newRVN() string { return uuid.New() }
 // OwnerName returns the owner name this client writes into its locks.
 func (c *Client) OwnerName() string { return c.ownerName }
 
-// registryKey identifies a lock in a client. Length-prefixing the
-// partition key keeps ("a", "bc") and ("ab", "c") apart.
+// registryKey identifies a lock in a client. Without a sort key value it is
+// the key itself (no copy: most clients have no sort key). With one, a
+// byte that no key starts with (keys are valid UTF-8) and the length of
+// the partition key come first, so that ("a", "bc") and ("ab", "c") stay
+// apart, and neither can equal a key without a sort key.
 func registryKey(key string, sortKey *string) string {
-	sk := ""
-	if sortKey != nil {
-		sk = *sortKey
+	if sortKey == nil {
+		return key
 	}
-	return strconv.Itoa(len(key)) + ":" + key + sk
+	return "\xff" + strconv.Itoa(len(key)) + ":" + key + *sortKey
 }
 
 // itemKeyOf is the primary key of the item of (key, sortKey).
@@ -255,8 +257,8 @@ func (c *Client) heldLock(regKey string) *Lock {
 // replaced it there.
 func (c *Client) unregister(l *Lock) {
 	c.locksMu.Lock()
-	if c.locks[l.regKey] == l {
-		delete(c.locks, l.regKey)
+	if k := l.regKey(); c.locks[k] == l {
+		delete(c.locks, k)
 	}
 	c.locksMu.Unlock()
 }
@@ -281,8 +283,9 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
 	c.locksMu.Lock()
-	prev := c.locks[l.regKey]
-	c.locks[l.regKey] = l
+	k := l.regKey()
+	prev := c.locks[k]
+	c.locks[k] = l
 	c.locksMu.Unlock()
 	c.sched.notify(l)
 	c.mu.RUnlock()
@@ -367,6 +370,9 @@ func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, e
 // key), within its lease (Amazon's Java client's hasLock). It makes no
 // DynamoDB call.
 func (c *Client) HasLock(key, sortKey string) bool {
+	if !utf8.ValidString(key) {
+		return false // never a key held (nor a registry key of another)
+	}
 	sk := c.sortKey
 	if sortKey != "" {
 		sk = &sortKey

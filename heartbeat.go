@@ -296,7 +296,7 @@ func ownerCondition(b *exprBuilder, owner string) string {
 func (l *Lock) renewed(w *renewal) {
 	now := time.Now()
 	l.mu.Lock()
-	if l.reason != nil {
+	if l.reasonLocked() != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -330,9 +330,9 @@ func (l *Lock) renewed(w *renewal) {
 		}
 		switch {
 		case w.opts.deleteData:
-			l.data = nil
+			l.setDataLocked(nil)
 		case w.opts.data != nil:
-			l.data = w.opts.data
+			l.setDataLocked(w.opts.data)
 		}
 	}
 	l.mu.Unlock()
@@ -341,7 +341,7 @@ func (l *Lock) renewed(w *renewal) {
 
 func (l *Lock) renewedLocally(now time.Time) {
 	l.mu.Lock()
-	if l.reason == nil {
+	if l.reasonLocked() == nil {
 		l.lookupTime = now
 		l.leaseEnd = now.Add(l.leaseDuration)
 	}
@@ -363,7 +363,7 @@ func (l *Lock) adoptMovedRVN(item map[string]types.AttributeValue) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.reason != nil {
+	if l.reasonLocked() != nil {
 		return false
 	}
 	l.rvn = rec.rvn

@@ -25,36 +25,40 @@ import (
 // longer than the lease can wake up after another client took the lock over.
 // Watch [Lock.Done], and guard writes with [Lock.FencingToken] or
 // [Lock.TransactionCondition].
+//
+// Its fields are ordered, and what most locks never use kept apart, so that
+// a held lock fits a 256-byte allocation (TestLockSize, BenchmarkHeapPerHeldLock).
 type Lock struct {
 	client       *Client
 	partitionKey string
 	sortKey      *string
-	regKey       string
-	readOnly     bool // a view from Get or a listing: never held
-	owned        bool // acquired by this client (newHeldLock): its end is recorded in reason
 
-	mu              sync.Mutex
-	writing         bool // a write (heartbeat, release) holds this lock's write turn
-	itemReleased    bool // the item carried isReleased (read-only views)
+	mu sync.Mutex
+	// Immutable after construction.
+	readOnly        bool // a view from Get or a listing: never held
+	owned           bool // acquired by this client (newHeldLock): its end is recorded in released and lost
 	deleteOnRelease bool
-	ownerName       string
-	rvn             string    // the RVN this holder last knew to be in the item
-	lookupTime      time.Time // when the write that set rvn was first sent
-	leaseEnd        time.Time // when this holder's lease ends by its own clock (see bound)
-	leaseDuration   time.Duration
-	data            []byte
-	additional      map[string]types.AttributeValue
-	fencingToken    uint64
-	monitor         *sessionMonitor
-	renewal         renewalState // writes whose answer was lost
+	// Guarded by mu.
+	writing       bool // a write (heartbeat, release) holds this lock's write turn
+	itemReleased  bool // the item carried isReleased (read-only views)
+	released      bool // part of the record of the lock's end, with lost
+	ownerName     string
+	rvn           string    // the RVN this holder last knew to be in the item
+	lookupTime    time.Time // when the write that set rvn was first sent
+	leaseEnd      time.Time // when this holder's lease ends by its own clock (see bound)
+	leaseDuration time.Duration
+	fencingToken  uint64
+	monitor       *sessionMonitor
+	renewal       renewalState // writes whose answer was lost
 
-	// reason is the one record of the lock's end: end sets it once
-	// (ErrLockAlreadyReleased or a *LockLostError) and never again. Every
-	// reader derives its answer from it and from the lease on this host's
-	// clock; no reader changes it.
-	reason error
+	// released and lost are the one record of the lock's end (see
+	// reasonLocked): end sets one of them, once, and nothing changes them
+	// again. Every reader derives its answer from them and from the lease on
+	// this host's clock; no reader changes them.
+	lost *LockLostError
 	// rare holds what most locks never need, made on first use: the
-	// channel Done returns and the writers waiting for the write turn.
+	// lock's data and additional attributes, the channel Done returns and
+	// the writers waiting for the write turn.
 	rare *lockRare
 
 	sched schedEntry // the heartbeat scheduler's; only its loop touches it
@@ -63,6 +67,8 @@ type Lock struct {
 // lockRare is the part of a held lock that is created only when used.
 // Guarded by the lock's mu.
 type lockRare struct {
+	data       []byte
+	additional map[string]types.AttributeValue
 	// ctx is cancelled by end with the lock's reason as its cause: Done
 	// is its Done, and Do cancels fn's context from it.
 	ctx    context.Context
@@ -93,19 +99,30 @@ func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Ti
 	if owner == c.ownerName {
 		owner = c.ownerName // one copy per client, not one per lock
 	}
-	return &Lock{
+	l := &Lock{
 		client:        c,
 		partitionKey:  key,
 		sortKey:       sortKey,
-		regKey:        registryKey(key, sortKey),
 		ownerName:     owner,
 		rvn:           rec.rvn,
 		lookupTime:    at,
 		leaseDuration: rec.lease,
-		data:          rec.data,
-		additional:    rec.additional,
 		fencingToken:  rec.fencingToken,
 		itemReleased:  rec.released,
+	}
+	if rec.data != nil || rec.additional != nil {
+		l.rare = &lockRare{data: rec.data, additional: rec.additional}
+	}
+	return l
+}
+
+// regKey is the lock's key in its client's registry.
+func (l *Lock) regKey() string { return registryKey(l.partitionKey, l.sortKey) }
+
+// setDataLocked replaces the lock's data. Called with mu held.
+func (l *Lock) setDataLocked(data []byte) {
+	if data != nil || l.rare != nil {
+		l.rareLocked().data = data
 	}
 }
 
@@ -117,7 +134,10 @@ func (l *Lock) Data() []byte {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.data
+	if l.rare == nil {
+		return nil
+	}
+	return l.rare.data
 }
 
 // OwnerName returns the owner named in the lock item.
@@ -209,7 +229,10 @@ func (l *Lock) AdditionalAttributes() map[string]types.AttributeValue {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return maps.Clone(l.additional)
+	if l.rare == nil {
+		return nil
+	}
+	return maps.Clone(l.rare.additional)
 }
 
 // IsReleased reports whether the lock was released: by this client for a
@@ -223,7 +246,7 @@ func (l *Lock) IsReleased() bool {
 	if !l.owned {
 		return l.itemReleased
 	}
-	return l.reason == ErrLockAlreadyReleased
+	return l.released
 }
 
 // IsExpired reports whether the lock can no longer be relied on: it was
@@ -268,8 +291,8 @@ func (l *Lock) endContext() context.Context {
 	r := l.rareLocked()
 	if r.ctx == nil {
 		r.ctx, r.cancel = context.WithCancelCause(context.Background())
-		if l.reason != nil {
-			r.cancel(l.reason)
+		if reason := l.reasonLocked(); reason != nil {
+			r.cancel(reason)
 		}
 	}
 	return r.ctx
@@ -298,7 +321,7 @@ func (l *Lock) Err() error {
 // not yet recorded it (it records the same cause).
 func (l *Lock) endErr(now time.Time) error {
 	l.mu.Lock()
-	reason, lapsed := l.reason, !now.Before(l.leaseEnd)
+	reason, lapsed := l.reasonLocked(), !now.Before(l.leaseEnd)
 	l.mu.Unlock()
 	if reason != nil {
 		return reason
@@ -313,7 +336,19 @@ func (l *Lock) endErr(now time.Time) error {
 func (l *Lock) ended() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.reason
+	return l.reasonLocked()
+}
+
+// reasonLocked is the recorded end of a held lock: ErrLockAlreadyReleased,
+// the *LockLostError, or nil while it has none. Called with mu held.
+func (l *Lock) reasonLocked() error {
+	switch {
+	case l.released:
+		return ErrLockAlreadyReleased
+	case l.lost != nil:
+		return l.lost
+	}
+	return nil
 }
 
 // lapsed reports whether the lease of a held lock has run out by now.
@@ -341,18 +376,24 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// end records the end of a held lock, once: it sets the reason (from then
-// on Err answers it, and the client no longer hands the lock out), drops
-// the lock from the client's registry, and only then closes Done: whoever
-// wakes on Done and asks the client again must not find this lock. It
-// reports whether this call ended the lock.
-func (l *Lock) end(reason error) bool {
+// end records the end of a held lock, once: its release when lost is nil,
+// else its loss. It sets the record (from then on Err answers it, and the
+// client no longer hands the lock out), drops the lock from the client's
+// registry, and only then closes Done: whoever wakes on Done and asks the
+// client again must not find this lock. It reports whether this call ended
+// the lock.
+func (l *Lock) end(lost *LockLostError) bool {
 	l.mu.Lock()
-	if !l.owned || l.reason != nil {
+	if !l.owned || l.reasonLocked() != nil {
 		l.mu.Unlock()
 		return false
 	}
-	l.reason = reason
+	if lost == nil {
+		l.released = true
+	} else {
+		l.lost = lost
+	}
+	reason := l.reasonLocked()
 	var cancel context.CancelCauseFunc
 	if l.rare != nil {
 		cancel = l.rare.cancel
@@ -363,7 +404,7 @@ func (l *Lock) end(reason error) bool {
 	if cancel != nil {
 		cancel(reason)
 	}
-	c.wakeups.wake(l.regKey) // this client's own waiters try at once
+	c.wakeups.wake(l.regKey()) // this client's own waiters try at once
 	c.sched.notify(l)
 	return true
 }

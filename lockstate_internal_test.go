@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -196,7 +197,7 @@ func TestLazyDoneAndEnd(t *testing.T) {
 		if c.HasLock("end-"+strconv.Itoa(i), "") {
 			t.Fatal("a released lock is still in the registry")
 		}
-		if l.end(errors.New("second end")) {
+		if l.end(l.lostError(ErrLockTakenOver, nil)) {
 			t.Fatal("a lock ended twice")
 		}
 	}
@@ -268,5 +269,43 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 	c.heartbeatAdmission = 0
 	if err := c.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A held lock is one 256-byte allocation (Go's size class): a field more
+// moves it to 288. See BenchmarkHeapPerHeldLock for the whole cost.
+func TestLockSize(t *testing.T) {
+	if n := unsafe.Sizeof(Lock{}); n > 256 {
+		t.Errorf("Lock is %d bytes, more than 256", n)
+	}
+}
+
+// Registry keys: the key itself without a sort key value; with one, a
+// form no key and no other (key, sort key) pair shares.
+func TestRegistryKey(t *testing.T) {
+	p := func(s string) *string { return &s }
+	keys := map[string]string{}
+	for _, k := range []struct {
+		key string
+		sk  *string
+	}{{"a", p("bc")}, {"ab", p("c")}, {"abc", nil}, {"1:abc", nil}, {"a", nil}} {
+		rk := registryKey(k.key, k.sk)
+		if prev, ok := keys[rk]; ok {
+			t.Fatalf("%q and %q share the registry key %q", prev, k.key, rk)
+		}
+		keys[rk] = k.key
+	}
+	if registryKey("abc", nil) != "abc" {
+		t.Fatal("a key without a sort key must be its own registry key")
+	}
+	c := grantClient(t, DisableHeartbeat(), WithSortKey("sk", "bc"))
+	if _, err := c.AcquireLock("a"); err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasLock("a", "") || !c.HasLock("a", "bc") {
+		t.Fatal("HasLock does not find the lock held under the default sort key")
+	}
+	if c.HasLock(registryKey("a", p("bc")), "") {
+		t.Fatal("an invalid key matched a held lock's registry key")
 	}
 }

@@ -100,3 +100,14 @@ func BenchmarkHeapPerHeldLock(b *testing.B) {
 		})
 	}
 }
+
+// TestHeapPerHeldLock checks the heap per held lock against a generous
+// bound (the target is 500 B measured by lockbench, which adds a share of
+// the heartbeats in flight; this measures the locks alone).
+func TestHeapPerHeldLock(t *testing.T) {
+	per := heapPerHeldLock(t, 5000)
+	t.Logf("%.0f B of heap per held lock", per)
+	if per > 600 {
+		t.Errorf("%.0f B of heap per held lock, want at most 600", per)
+	}
+}

@@ -346,7 +346,7 @@ func (m *multiAcquisition) adopt(ctx context.Context, rvn string, at attempt) (m
 			if failed = c.register(ctx, locks[k]); failed != nil {
 				break // register released that lock itself
 			}
-			c.observations.forget(locks[k].regKey)
+			c.observations.forget(locks[k].regKey())
 		}
 	}
 	if failed != nil {

@@ -125,7 +125,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	}
 	if !deleteLock && o.data != nil {
 		l.mu.Lock()
-		l.data = o.data
+		l.setDataLocked(o.data)
 		l.mu.Unlock()
 	}
 	if l.lapsed(time.Now()) {
@@ -134,7 +134,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		// hear about.
 		return false, l.lose(ErrLeaseExpired, nil)
 	}
-	l.end(ErrLockAlreadyReleased)
+	l.end(nil) // released
 	l.log(slog.LevelInfo, "lock released")
 	return true, nil
 }

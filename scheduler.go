@@ -19,8 +19,8 @@ type schedEntry struct {
 	wake    int64 // next time the loop must look at the lock
 	due     int64 // end of the lease when queued: the ready heap's order
 	retryAt int64 // after a failed beat: when to try again (0: none)
-	backoff time.Duration
 	need    float32 // renewals per second the lock needs at least (1/lease), counted in demand
+	backoff int32   // after a failed beat: milliseconds the last retry waited
 	index   int32   // position in the wake heap plus one; 0 when absent
 	beating bool    // a heartbeat is in flight
 	queued  bool    // due for a heartbeat, waiting for a free worker
@@ -203,7 +203,7 @@ func (s *scheduler) at(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
 func (s *scheduler) update(l *Lock, now time.Time) {
 	e := &l.sched
 	l.mu.Lock()
-	ended := l.reason != nil
+	ended := l.reasonLocked() != nil
 	lookup, leaseEnd, lease := l.lookupTime, l.leaseEnd, l.leaseDuration
 	var monitorAt time.Time
 	if m := l.monitor; m != nil && !m.fired {
@@ -252,7 +252,7 @@ func (s *scheduler) setNeed(e *schedEntry, need float32) {
 func (s *scheduler) fire(l *Lock, now time.Time) {
 	e := &l.sched
 	l.mu.Lock()
-	ended := l.reason != nil
+	ended := l.reasonLocked() != nil
 	expired := !now.Before(l.leaseEnd)
 	beatAt, beats := s.beatTime(e, l.lookupTime)
 	beatDue := beats && s.at(now) >= beatAt
@@ -290,7 +290,7 @@ func (s *scheduler) dispatch(now time.Time) {
 		e := &l.sched
 		e.queued = false
 		l.mu.Lock()
-		ended := l.reason != nil
+		ended := l.reasonLocked() != nil
 		due := l.lookupTime.Add(s.c.heartbeatPeriod)
 		left := l.leaseEnd.Sub(now)
 		l.mu.Unlock()
@@ -357,8 +357,10 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 		s.capacityBits.Store(math.Float64bits(float64(s.c.heartbeatConcurrency) / s.rtt.Seconds()))
 	}
 	if r.failed {
-		e.backoff = min(max(2*e.backoff, 25*time.Millisecond), max(s.c.heartbeatPeriod/2, 25*time.Millisecond))
-		e.retryAt = max(s.at(now.Add(e.backoff+randomUpTo(e.backoff))), 1)
+		backoff := min(max(2*time.Duration(e.backoff)*time.Millisecond, 25*time.Millisecond),
+			max(s.c.heartbeatPeriod/2, 25*time.Millisecond), math.MaxInt32*time.Millisecond)
+		e.backoff = int32(backoff / time.Millisecond)
+		e.retryAt = max(s.at(now.Add(backoff+randomUpTo(backoff))), 1)
 	} else {
 		e.backoff = 0
 		e.retryAt = 0
