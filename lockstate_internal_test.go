@@ -309,3 +309,34 @@ func TestRegistryKey(t *testing.T) {
 		t.Fatal("an invalid key matched a held lock's registry key")
 	}
 }
+
+// The capacity admission control compares with: workers / round trip until
+// a window passes with every worker busy, then the rate measured in such
+// windows; a window in which a worker was free measures nothing.
+func TestSchedulerCapacity(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
+	s := c.sched // its loop never starts: no lock is acquired
+	s.rtt = 10 * time.Millisecond
+	start := time.Now()
+	s.measure(start) // opens the first window
+	if _, capacity := s.load(); capacity != 400 {
+		t.Fatalf("capacity %v before any saturated window, want 4 workers / 10 ms = 400", capacity)
+	}
+	// A window with every worker busy: 100 beats in 500 ms.
+	s.slots = 0
+	for i := 1; i <= 100; i++ {
+		s.measure(start.Add(time.Duration(i) * 5 * time.Millisecond))
+	}
+	if _, capacity := s.load(); math.Abs(capacity-200) > 1e-9 {
+		t.Fatalf("capacity %v after a saturated window of 100 beats in 500 ms, want 200", capacity)
+	}
+	// Windows in which a worker was free (as dispatch records it) measure
+	// nothing, even at another rate.
+	for i := 1; i <= 500; i++ {
+		s.windowIdle = true
+		s.measure(start.Add(500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
+	}
+	if _, capacity := s.load(); math.Abs(capacity-200) > 1e-9 {
+		t.Fatalf("capacity %v after a window with a free worker, want still 200", capacity)
+	}
+}

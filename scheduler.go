@@ -76,6 +76,13 @@ type scheduler struct {
 	demand   float64
 	lastLog  time.Time
 	rtt      time.Duration // moving average of successful beats' round trips
+	// The renewal rate measured while every worker was busy: a window
+	// counts successful beats, and measures the rate if no worker was
+	// ever free during it.
+	windowStart time.Time
+	windowBeats int
+	windowIdle  bool    // a worker was free at some point of the window
+	satRate     float64 // moving average of saturated windows' rates; 0: none yet
 }
 
 func newScheduler(c *Client) *scheduler {
@@ -319,6 +326,9 @@ func (s *scheduler) dispatch(now time.Time) {
 		}
 		s.work <- l // never blocks: at most heartbeatConcurrency beats are handed out
 	}
+	if s.slots > 0 {
+		s.windowIdle = true
+	}
 	s.c.metrics.setBacklog(len(s.ready))
 	if len(s.ready) > 0 && now.Sub(s.lastLog) > s.c.heartbeatPeriod {
 		s.lastLog = now
@@ -351,10 +361,7 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 		} else {
 			s.rtt += (r.rtt - s.rtt) / 8
 		}
-		// Little's law: with every worker busy, beats complete at
-		// workers / round trip; a round trip measured under less load is
-		// shorter, so this never underestimates by much.
-		s.capacityBits.Store(math.Float64bits(float64(s.c.heartbeatConcurrency) / s.rtt.Seconds()))
+		s.measure(now)
 	}
 	if r.failed {
 		backoff := min(max(2*time.Duration(e.backoff)*time.Millisecond, 25*time.Millisecond),
@@ -367,6 +374,36 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 	}
 	s.update(r.l, now)
 }
+
+// measure counts a successful beat and publishes the capacity: the rate
+// measured over the last windows in which every worker stayed busy (what
+// the workers and DynamoDB together sustain), or, before any such window,
+// workers / round trip (Little's law), which overestimates when the
+// workers are not the bottleneck. Admission binds only once the held locks
+// need more than a period allows (lease ≥ 2 periods), and the scheduler is
+// saturated then, so the measured rate is fresh whenever it matters.
+func (s *scheduler) measure(now time.Time) {
+	s.windowBeats++
+	if elapsed := now.Sub(s.windowStart); elapsed >= measureWindow {
+		if !s.windowIdle && !s.windowStart.IsZero() {
+			rate := float64(s.windowBeats) / elapsed.Seconds()
+			if s.satRate == 0 {
+				s.satRate = rate
+			} else {
+				s.satRate += (rate - s.satRate) / 4
+			}
+		}
+		s.windowStart, s.windowBeats, s.windowIdle = now, 0, false
+	}
+	capacity := s.satRate
+	if capacity == 0 {
+		capacity = float64(s.c.heartbeatConcurrency) / s.rtt.Seconds()
+	}
+	s.capacityBits.Store(math.Float64bits(capacity))
+}
+
+// measureWindow is how long a window of the saturated rate lasts.
+const measureWindow = 500 * time.Millisecond
 
 // worker sends the beats the loop hands it, one at a time, until stop.
 func (s *scheduler) worker() {
