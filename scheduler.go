@@ -82,7 +82,7 @@ type scheduler struct {
 	windowStart time.Time
 	windowBeats int
 	windowIdle  bool    // a worker was free at some point of the window
-	satRate     float64 // moving average of saturated windows' rates; 0: none yet
+	satRate     float64 // moving average of saturated windows' rates, quick down, slow up; 0: none yet
 }
 
 func newScheduler(c *Client) *scheduler {
@@ -387,10 +387,13 @@ func (s *scheduler) measure(now time.Time) {
 	if elapsed := now.Sub(s.windowStart); elapsed >= measureWindow {
 		if !s.windowIdle && !s.windowStart.IsZero() {
 			rate := float64(s.windowBeats) / elapsed.Seconds()
-			if s.satRate == 0 {
+			switch {
+			case s.satRate == 0:
 				s.satRate = rate
-			} else {
-				s.satRate += (rate - s.satRate) / 4
+			case rate < s.satRate:
+				s.satRate += (rate - s.satRate) / 2 // a slower backend counts at once
+			default:
+				s.satRate += (rate - s.satRate) / 16 // a faster one only if it lasts
 			}
 		}
 		s.windowStart, s.windowBeats, s.windowIdle = now, 0, false
