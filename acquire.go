@@ -166,6 +166,9 @@ func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions,
 			return l, nil
 		}
 	}
+	if err := c.admit(ctx, 1, o.lease, start.Add(satAdd(o.additionalTimeToWait, o.lease)), quoteKey(key)); err != nil {
+		return nil, err
+	}
 	l, err := a.run(ctx)
 	if err != nil {
 		a.undo(ctx)

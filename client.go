@@ -50,6 +50,7 @@ type Client struct {
 	leaseDuration                time.Duration
 	heartbeatPeriod              time.Duration
 	heartbeatConcurrency         int
+	heartbeatAdmission           float64
 	holdLockOnServiceUnavailable bool
 	clockSkewBound               time.Duration
 	ttlAttribute                 string
@@ -58,10 +59,11 @@ type Client struct {
 	meterProvider                metric.MeterProvider
 	schema                       schema
 
-	locks        sync.Map // registry key → *Lock, the locks this client holds
-	reentrant    keyGates // reentrant acquisitions of one key take turns
-	wakeups      wakeups  // acquisitions waiting for a key this client holds
-	inflight     sync.Map // RVN → struct{}: acquiring writes sent, not yet answered or given up
+	locksMu      sync.RWMutex
+	locks        map[string]*Lock // registry key → the locks this client holds; guarded by locksMu
+	reentrant    keyGates         // reentrant acquisitions of one key take turns
+	wakeups      wakeups          // acquisitions waiting for a key this client holds
+	inflight     sync.Map         // RVN → struct{}: acquiring writes sent, not yet answered or given up
 	observations observations
 	sched        *scheduler
 
@@ -85,8 +87,10 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		leaseDuration:        DefaultLeaseDuration,
 		heartbeatPeriod:      DefaultHeartbeatPeriod,
 		heartbeatConcurrency: DefaultHeartbeatConcurrency,
+		heartbeatAdmission:   DefaultHeartbeatAdmission,
 		maxObservations:      DefaultMaxLockObservationCacheSize,
 		closing:              make(chan struct{}),
+		locks:                make(map[string]*Lock),
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -148,6 +152,8 @@ func (c *Client) validate() error {
 			"must be at least twice the heartbeat period %s, or locks may expire while a heartbeat is late", c.heartbeatPeriod)
 	case c.heartbeatConcurrency < 1 || c.heartbeatConcurrency > 1024:
 		return invalid("WithHeartbeatConcurrency", c.heartbeatConcurrency, "must be between 1 and 1024")
+	case !(c.heartbeatAdmission >= 0 && c.heartbeatAdmission <= 1): // NaN too
+		return invalid("WithHeartbeatAdmission", c.heartbeatAdmission, "must lie between 0 (off) and 1")
 	case c.clockSkewBound < 0:
 		return invalid("WithClockSkewBound", c.clockSkewBound, "must not be negative")
 	}
@@ -196,14 +202,16 @@ func newRVN() string { return uuid.New() }
 // OwnerName returns the owner name this client writes into its locks.
 func (c *Client) OwnerName() string { return c.ownerName }
 
-// registryKey identifies a lock in a client. Length-prefixing the
-// partition key keeps ("a", "bc") and ("ab", "c") apart.
+// registryKey identifies a lock in a client. Without a sort key value it is
+// the key itself (no copy: most clients have no sort key). With one, a
+// byte that no key starts with (keys are valid UTF-8) and the length of
+// the partition key come first, so that ("a", "bc") and ("ab", "c") stay
+// apart, and neither can equal a key without a sort key.
 func registryKey(key string, sortKey *string) string {
-	sk := ""
-	if sortKey != nil {
-		sk = *sortKey
+	if sortKey == nil {
+		return key
 	}
-	return strconv.Itoa(len(key)) + ":" + key + sk
+	return "\xff" + strconv.Itoa(len(key)) + ":" + key + *sortKey
 }
 
 // itemKeyOf is the primary key of the item of (key, sortKey).
@@ -236,15 +244,30 @@ func validateKey(key string) error {
 
 // heldLock returns the lock this client holds for regKey, if any.
 func (c *Client) heldLock(regKey string) *Lock {
-	v, ok := c.locks.Load(regKey)
-	if !ok {
-		return nil
-	}
-	l := v.(*Lock)
-	if !l.held() {
+	c.locksMu.RLock()
+	l := c.locks[regKey]
+	c.locksMu.RUnlock()
+	if l == nil || !l.held() {
 		return nil // ending: it leaves the registry in a moment
 	}
 	return l
+}
+
+// unregister drops l from the registry, unless another lock of its key
+// replaced it there.
+func (c *Client) unregister(l *Lock) {
+	c.locksMu.Lock()
+	if k := l.regKey(); c.locks[k] == l {
+		delete(c.locks, k)
+	}
+	c.locksMu.Unlock()
+}
+
+// heldCount is the number of locks in the registry.
+func (c *Client) heldCount() int {
+	c.locksMu.RLock()
+	defer c.locksMu.RUnlock()
+	return len(c.locks)
 }
 
 // register records a newly acquired lock and schedules its heartbeats. If
@@ -259,17 +282,21 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
-	prev, replaced := c.locks.Swap(l.regKey, l)
+	c.locksMu.Lock()
+	k := l.regKey()
+	prev := c.locks[k]
+	c.locks[k] = l
+	c.locksMu.Unlock()
 	c.sched.notify(l)
 	c.mu.RUnlock()
-	if replaced && prev != l {
+	if prev != nil && prev != l {
 		// l's write replaced the item prev held: prev must not stay held
 		// behind the registry's back. A write of prev in flight (its
 		// release, whose landing is what let l in, or a heartbeat) will
 		// tell how it ended; otherwise prev is lost now.
-		if p := prev.(*Lock); p.tryTakeWrites() {
-			p.lose(ErrLockTakenOver, nil)
-			p.giveWrites()
+		if prev.tryTakeWrites() {
+			prev.lose(ErrLockTakenOver, nil)
+			prev.giveWrites()
 		}
 	}
 	return nil
@@ -343,6 +370,9 @@ func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, e
 // key), within its lease (Amazon's Java client's hasLock). It makes no
 // DynamoDB call.
 func (c *Client) HasLock(key, sortKey string) bool {
+	if !utf8.ValidString(key) {
+		return false // never a key held (nor a registry key of another)
+	}
 	sk := c.sortKey
 	if sortKey != "" {
 		sk = &sortKey
@@ -374,11 +404,12 @@ func (c *Client) close(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.closing)
 
-	var held []*Lock
-	c.locks.Range(func(_, v any) bool {
-		held = append(held, v.(*Lock))
-		return true
-	})
+	c.locksMu.RLock()
+	held := make([]*Lock, 0, len(c.locks))
+	for _, l := range c.locks {
+		held = append(held, l)
+	}
+	c.locksMu.RUnlock()
 	errs := make([]error, len(held))
 	sem := make(chan struct{}, c.heartbeatConcurrency)
 	var wg sync.WaitGroup

@@ -28,7 +28,8 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	}
 	inner, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	lctx := l.endContext()
+	stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
 	fctx := lockContext{Context: inner, l: l, cancel: cancel}
 	// Release even if fn panics, so a recovered panic leaks no lock.
 	defer func() {

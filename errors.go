@@ -76,6 +76,12 @@ var (
 	// ErrKeySchemaMismatch is matched by every *[KeySchemaError].
 	ErrKeySchemaMismatch = errors.New("dynamolock: key schema mismatch")
 
+	// ErrHeartbeatCapacity is matched by the error of an acquisition that
+	// waited for heartbeat capacity until its deadline: the client's held
+	// locks already need as many renewals as its heartbeat workers can send
+	// in time (see [WithHeartbeatAdmission]).
+	ErrHeartbeatCapacity = errors.New("dynamolock: no heartbeat capacity for another lock")
+
 	// ErrInvalidArgument is matched by every *[InvalidArgumentError].
 	ErrInvalidArgument = errors.New("dynamolock: invalid argument")
 

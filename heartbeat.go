@@ -171,7 +171,7 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 // refresh transaction moved the RVN), in which case the beat is sent again
 // against the RVN it found, or whether someone else has it.
 func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOptions, background bool) error {
-	if l.readOnly || l.ctx == nil {
+	if !l.owned {
 		return ErrReadOnlyLockHeartbeat
 	}
 	if err := l.takeWrites(ctx); err != nil {
@@ -296,7 +296,7 @@ func ownerCondition(b *exprBuilder, owner string) string {
 func (l *Lock) renewed(w *renewal) {
 	now := time.Now()
 	l.mu.Lock()
-	if l.ending {
+	if l.reasonLocked() != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -322,14 +322,17 @@ func (l *Lock) renewed(w *renewal) {
 		}
 		clear(r.maybe[len(later):])
 		r.maybe = later
+		if len(later) == 0 {
+			r.maybe = nil // most locks have no write in doubt: keep no array
+		}
 		if r.pending != nil && r.pending.seq <= w.seq {
 			r.pending = nil
 		}
 		switch {
 		case w.opts.deleteData:
-			l.data = nil
+			l.setDataLocked(nil)
 		case w.opts.data != nil:
-			l.data = w.opts.data
+			l.setDataLocked(w.opts.data)
 		}
 	}
 	l.mu.Unlock()
@@ -338,7 +341,7 @@ func (l *Lock) renewed(w *renewal) {
 
 func (l *Lock) renewedLocally(now time.Time) {
 	l.mu.Lock()
-	if !l.ending {
+	if l.reasonLocked() == nil {
 		l.lookupTime = now
 		l.leaseEnd = now.Add(l.leaseDuration)
 	}
@@ -360,7 +363,7 @@ func (l *Lock) adoptMovedRVN(item map[string]types.AttributeValue) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ending {
+	if l.reasonLocked() != nil {
 		return false
 	}
 	l.rvn = rec.rvn

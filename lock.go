@@ -25,47 +25,63 @@ import (
 // longer than the lease can wake up after another client took the lock over.
 // Watch [Lock.Done], and guard writes with [Lock.FencingToken] or
 // [Lock.TransactionCondition].
+//
+// Its fields are ordered, and what most locks never use kept apart, so that
+// a held lock fits a 256-byte allocation (TestLockSize, BenchmarkHeapPerHeldLock).
 type Lock struct {
 	client       *Client
 	partitionKey string
 	sortKey      *string
-	regKey       string
-	readOnly     bool // a view from Get or a listing: never held
 
-	// writes serializes this lock's writes (heartbeat, release) so that two
-	// of them never race on the record version number. It is a channel of
-	// capacity one, taken for the duration of one DynamoDB call, so that a
-	// writer waiting for it gives up when its context ends.
-	writes chan struct{}
-
-	mu              sync.Mutex
-	ownerName       string
-	rvn             string    // the RVN this holder last knew to be in the item
-	lookupTime      time.Time // when the write that set rvn was first sent
-	leaseEnd        time.Time // when this holder's lease ends by its own clock (see bound)
-	leaseDuration   time.Duration
-	data            []byte
-	additional      map[string]types.AttributeValue
-	fencingToken    uint64
-	itemReleased    bool // the item carried isReleased (read-only views)
+	mu sync.Mutex
+	// Immutable after construction.
+	readOnly        bool // a view from Get or a listing: never held
+	owned           bool // acquired by this client (newHeldLock): its end is recorded in released and lost
 	deleteOnRelease bool
-	monitor         *sessionMonitor
-	renewal         renewalState // writes whose answer was lost
-	ending          bool         // end has been called
+	// Guarded by mu.
+	writing       bool // a write (heartbeat, release) holds this lock's write turn
+	itemReleased  bool // the item carried isReleased (read-only views)
+	released      bool // part of the record of the lock's end, with lost
+	ownerName     string
+	rvn           string    // the RVN this holder last knew to be in the item
+	lookupTime    time.Time // when the write that set rvn was first sent
+	leaseEnd      time.Time // when this holder's lease ends by its own clock (see bound)
+	leaseDuration time.Duration
+	fencingToken  uint64
+	monitor       *sessionMonitor
+	renewal       renewalState // writes whose answer was lost
 
-	// ctx is the one record of the lock's end: end cancels it once, with
-	// the reason (ErrLockAlreadyReleased or a *LockLostError) as its cause.
-	// Every reader derives its answer from it and from the lease on this
-	// host's clock; no reader changes it.
+	// released and lost are the one record of the lock's end (see
+	// reasonLocked): end sets one of them, once, and nothing changes them
+	// again. Every reader derives its answer from them and from the lease on
+	// this host's clock; no reader changes them.
+	lost *LockLostError
+	// rare holds what most locks never need, made on first use: the
+	// lock's data and additional attributes, the channel Done returns and
+	// the writers waiting for the write turn.
+	rare *lockRare
+
+	sched schedEntry // the heartbeat scheduler's; only its loop touches it
+}
+
+// lockRare is the part of a held lock that is created only when used.
+// Guarded by the lock's mu.
+type lockRare struct {
+	data       []byte
+	additional map[string]types.AttributeValue
+	// ctx is cancelled by end with the lock's reason as its cause: Done
+	// is its Done, and Do cancels fn's context from it.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// waiters wait for the write turn, in order; giving the turn back hands
+	// it to the first by closing its channel.
+	waiters []chan struct{}
 }
 
 func newHeldLock(c *Client, key string, sortKey *string, rec *lockRecord, sent time.Time) *Lock {
 	l := newLock(c, key, sortKey, rec, sent)
-	l.writes = make(chan struct{}, 1)
+	l.owned = true
 	l.leaseEnd = sent.Add(rec.lease)
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	return l
 }
 
@@ -75,33 +91,40 @@ func newReadOnlyLock(c *Client, key string, sortKey *string, rec *lockRecord, re
 	if !readAt.IsZero() && !rec.released {
 		l.leaseEnd = readAt.Add(rec.lease)
 	}
-	l.ctx = endedContext
 	return l
 }
 
 func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Time) *Lock {
-	return &Lock{
+	owner := rec.owner
+	if owner == c.ownerName {
+		owner = c.ownerName // one copy per client, not one per lock
+	}
+	l := &Lock{
 		client:        c,
 		partitionKey:  key,
 		sortKey:       sortKey,
-		regKey:        registryKey(key, sortKey),
-		ownerName:     rec.owner,
+		ownerName:     owner,
 		rvn:           rec.rvn,
 		lookupTime:    at,
 		leaseDuration: rec.lease,
-		data:          rec.data,
-		additional:    rec.additional,
 		fencingToken:  rec.fencingToken,
 		itemReleased:  rec.released,
 	}
+	if rec.data != nil || rec.additional != nil {
+		l.rare = &lockRare{data: rec.data, additional: rec.additional}
+	}
+	return l
 }
 
-// endedContext is the record of every read-only view: never held.
-var endedContext = func() context.Context {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(ErrLockNotHeld)
-	return ctx
-}()
+// regKey is the lock's key in its client's registry.
+func (l *Lock) regKey() string { return registryKey(l.partitionKey, l.sortKey) }
+
+// setDataLocked replaces the lock's data. Called with mu held.
+func (l *Lock) setDataLocked(data []byte) {
+	if data != nil || l.rare != nil {
+		l.rareLocked().data = data
+	}
+}
 
 // Data returns the data stored in the lock item. The slice must not be
 // modified.
@@ -111,7 +134,10 @@ func (l *Lock) Data() []byte {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.data
+	if l.rare == nil {
+		return nil
+	}
+	return l.rare.data
 }
 
 // OwnerName returns the owner named in the lock item.
@@ -203,7 +229,10 @@ func (l *Lock) AdditionalAttributes() map[string]types.AttributeValue {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return maps.Clone(l.additional)
+	if l.rare == nil {
+		return nil
+	}
+	return maps.Clone(l.rare.additional)
 }
 
 // IsReleased reports whether the lock was released: by this client for a
@@ -212,12 +241,12 @@ func (l *Lock) IsReleased() bool {
 	if l == nil {
 		return true
 	}
-	if l.readOnly || l.ctx == nil {
-		l.mu.Lock()
-		defer l.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.owned {
 		return l.itemReleased
 	}
-	return l.ctx.Err() != nil && context.Cause(l.ctx) == ErrLockAlreadyReleased
+	return l.released
 }
 
 // IsExpired reports whether the lock can no longer be relied on: it was
@@ -225,7 +254,7 @@ func (l *Lock) IsReleased() bool {
 // read-only view: the lease counted from when it was read, or the item was
 // released or absent).
 func (l *Lock) IsExpired() bool {
-	if l == nil || l.ctx == nil {
+	if l == nil || !l.owned && !l.readOnly {
 		return true
 	}
 	if l.readOnly {
@@ -243,13 +272,37 @@ func (l *Lock) IsExpired() bool {
 // once, even before the heartbeat scheduler records it: after a process
 // pause, the first Done the holder looks at is already closed.
 func (l *Lock) Done() <-chan struct{} {
-	if l == nil || l.ctx == nil {
+	if l == nil || !l.owned {
 		return closedChan
 	}
-	if l.ctx.Err() == nil && l.lapsed(time.Now()) {
+	ctx := l.endContext()
+	if ctx.Err() == nil && l.lapsed(time.Now()) {
 		return closedChan
 	}
-	return l.ctx.Done()
+	return ctx.Done()
+}
+
+// endContext returns a context cancelled, with the lock's reason as its
+// cause, when the held lock ends (at once if it has ended). It is made on
+// first use: most locks never need one.
+func (l *Lock) endContext() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.rareLocked()
+	if r.ctx == nil {
+		r.ctx, r.cancel = context.WithCancelCause(context.Background())
+		if reason := l.reasonLocked(); reason != nil {
+			r.cancel(reason)
+		}
+	}
+	return r.ctx
+}
+
+func (l *Lock) rareLocked() *lockRare {
+	if l.rare == nil {
+		l.rare = &lockRare{}
+	}
+	return l.rare
 }
 
 // Err returns nil while the lock is held, [ErrLockAlreadyReleased] after it
@@ -257,21 +310,43 @@ func (l *Lock) Done() <-chan struct{} {
 // lost, including when its lease has run out by this host's clock. For a
 // read-only view or a nil lock it returns [ErrLockNotHeld].
 func (l *Lock) Err() error {
-	if l == nil || l.ctx == nil {
+	if l == nil || !l.owned {
 		return ErrLockNotHeld
 	}
 	return l.endErr(time.Now())
 }
 
-// endErr is what every reader answers: the recorded end, or a loss by lapse
-// when the lease has run out by now but the scheduler has not yet recorded
-// it (it records the same cause).
+// endErr is what every reader of a held lock answers: the recorded end, or
+// a loss by lapse when the lease has run out by now but the scheduler has
+// not yet recorded it (it records the same cause).
 func (l *Lock) endErr(now time.Time) error {
-	if l.ctx.Err() != nil {
-		return context.Cause(l.ctx)
+	l.mu.Lock()
+	reason, lapsed := l.reasonLocked(), !now.Before(l.leaseEnd)
+	l.mu.Unlock()
+	if reason != nil {
+		return reason
 	}
-	if l.lapsed(now) {
+	if lapsed {
 		return l.lostError(ErrLeaseExpired, nil)
+	}
+	return nil
+}
+
+// ended returns the recorded end of a held lock, nil while it has none.
+func (l *Lock) ended() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reasonLocked()
+}
+
+// reasonLocked is the recorded end of a held lock: ErrLockAlreadyReleased,
+// the *LockLostError, or nil while it has none. Called with mu held.
+func (l *Lock) reasonLocked() error {
+	switch {
+	case l.released:
+		return ErrLockAlreadyReleased
+	case l.lost != nil:
+		return l.lost
 	}
 	return nil
 }
@@ -301,23 +376,35 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// end records the end of a held lock, once: it drops the lock from the
-// client's registry (before Done closes: whoever wakes on Done and asks the
-// client again must not be handed this lock), then cancels the lock's
-// context with reason, which closes Done and fixes what Err answers. It
-// reports whether this call ended the lock.
-func (l *Lock) end(reason error) bool {
+// end records the end of a held lock, once: its release when lost is nil,
+// else its loss. It sets the record (from then on Err answers it, and the
+// client no longer hands the lock out), drops the lock from the client's
+// registry, and only then closes Done: whoever wakes on Done and asks the
+// client again must not find this lock. It reports whether this call ended
+// the lock.
+func (l *Lock) end(lost *LockLostError) bool {
 	l.mu.Lock()
-	if l.readOnly || l.ending {
+	if !l.owned || l.reasonLocked() != nil {
 		l.mu.Unlock()
 		return false
 	}
-	l.ending = true
+	if lost == nil {
+		l.released = true
+	} else {
+		l.lost = lost
+	}
+	reason := l.reasonLocked()
+	var cancel context.CancelCauseFunc
+	if l.rare != nil {
+		cancel = l.rare.cancel
+	}
 	l.mu.Unlock()
 	c := l.client
-	c.locks.CompareAndDelete(l.regKey, l)
-	l.cancel(reason)
-	c.wakeups.wake(l.regKey) // this client's own waiters try at once
+	c.unregister(l)
+	if cancel != nil {
+		cancel(reason)
+	}
+	c.wakeups.wake(l.regKey()) // this client's own waiters try at once
 	c.sched.notify(l)
 	return true
 }
@@ -335,7 +422,7 @@ func (l *Lock) lose(cause, err error) error {
 		l.log(slog.LevelWarn, "lock lost", slogErr(lost))
 		l.client.metrics.lost(cause)
 	}
-	return context.Cause(l.ctx)
+	return l.ended()
 }
 
 func (l *Lock) lostError(cause, err error) *LockLostError {
@@ -344,34 +431,76 @@ func (l *Lock) lostError(cause, err error) *LockLostError {
 
 // held reports whether the lock is held and still within its lease.
 func (l *Lock) held() bool {
-	return !l.readOnly && l.ctx != nil && l.endErr(time.Now()) == nil
+	return l.owned && l.endErr(time.Now()) == nil
 }
 
-// takeWrites waits for this lock's write turn until ctx ends.
+// takeWrites waits for this lock's write turn until ctx ends. The turn is
+// a flag under mu; a writer that finds it taken queues a channel of its
+// own, closed by giveWrites when the turn passes to it.
 func (l *Lock) takeWrites(ctx context.Context) error {
-	select {
-	case l.writes <- struct{}{}:
+	l.mu.Lock()
+	if !l.writing {
+		l.writing = true
+		l.mu.Unlock()
 		return nil
-	default:
 	}
+	if err := context.Cause(ctx); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	turn := make(chan struct{})
+	r := l.rareLocked()
+	r.waiters = append(r.waiters, turn)
+	l.mu.Unlock()
 	select {
-	case l.writes <- struct{}{}:
+	case <-turn:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, w := range r.waiters {
+		if w == turn {
+			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
+			return context.Cause(ctx)
+		}
+	}
+	// The turn was handed over as ctx ended: pass it on.
+	l.giveWritesLocked()
+	return context.Cause(ctx)
 }
 
-func (l *Lock) giveWrites() { <-l.writes }
+func (l *Lock) giveWrites() {
+	l.mu.Lock()
+	l.giveWritesLocked()
+	l.mu.Unlock()
+}
+
+// giveWritesLocked ends the current write turn: the first waiter, if any,
+// has it next.
+func (l *Lock) giveWritesLocked() {
+	if r := l.rare; r != nil && len(r.waiters) > 0 {
+		next := r.waiters[0]
+		r.waiters[0] = nil
+		r.waiters = r.waiters[1:]
+		if len(r.waiters) == 0 {
+			r.waiters = nil
+		}
+		close(next) // l.writing stays true: the turn is next's
+		return
+	}
+	l.writing = false
+}
 
 // tryTakeWrites takes this lock's write turn if no write is in flight.
 func (l *Lock) tryTakeWrites() bool {
-	select {
-	case l.writes <- struct{}{}:
-		return true
-	default:
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.writing {
 		return false
 	}
+	l.writing = true
+	return true
 }
 
 // itemKey is the primary key of this lock's item.

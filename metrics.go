@@ -16,24 +16,21 @@ type Stats struct {
 	LateHeartbeats   uint64 // heartbeats started more than one period after they were due
 	LocksLost        uint64 // locks lost for any reason
 	DynamoDBCalls    uint64 // calls made to DynamoDB
+	AdmissionWaits   uint64 // acquisitions that waited for heartbeat capacity (see WithHeartbeatAdmission)
 }
 
 // Stats returns the client's counters. It makes no DynamoDB call.
 func (c *Client) Stats() Stats {
 	m := c.metrics
-	held := 0
-	c.locks.Range(func(_, _ any) bool {
-		held++
-		return true
-	})
 	return Stats{
-		HeldLocks:        held,
+		HeldLocks:        c.heldCount(),
 		HeartbeatBacklog: int(m.backlog.Load()),
 		HeartbeatsSent:   m.beatsOK.Load(),
 		HeartbeatErrors:  m.beatsErr.Load(),
 		LateHeartbeats:   m.late.Load(),
 		LocksLost:        m.lostN.Load(),
 		DynamoDBCalls:    m.calls.Load(),
+		AdmissionWaits:   m.admitted.Load(),
 	}
 }
 
@@ -48,6 +45,7 @@ type clientMetrics struct {
 	late     atomic.Uint64
 	lostN    atomic.Uint64
 	backlog  atomic.Int64
+	admitted atomic.Uint64 // acquisitions that waited for heartbeat capacity
 }
 
 func newClientMetrics(o *otelInstruments) *clientMetrics { return &clientMetrics{otel: o} }
@@ -103,4 +101,5 @@ func (m *clientMetrics) lost(cause error) {
 }
 
 func (m *clientMetrics) lateBeat()        { m.late.Add(1) }
+func (m *clientMetrics) admissionWait()   { m.admitted.Add(1) }
 func (m *clientMetrics) setBacklog(n int) { m.backlog.Store(int64(n)) }

@@ -81,7 +81,7 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 	}
 	m := &multiAcquisition{c: c, tw: tw, o: o, start: time.Now(), keys: slices.Sorted(slices.Values(keys)),
 		attempts: make(map[string]attempt, 2)}
-	byKey, err := m.run(ctx)
+	byKey, err := m.admitThenRun(ctx)
 	c.metrics.acquired(ctx, err, time.Since(m.start))
 	if err != nil {
 		return nil, err
@@ -91,6 +91,16 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 		locks[i] = byKey[k]
 	}
 	return locks, nil
+}
+
+// admitThenRun waits for heartbeat capacity for every key (see
+// [WithHeartbeatAdmission]), then acquires them.
+func (m *multiAcquisition) admitThenRun(ctx context.Context) (map[string]*Lock, error) {
+	deadline := m.start.Add(satAdd(m.o.additionalTimeToWait, m.o.lease))
+	if err := m.c.admit(ctx, len(m.keys), m.o.lease, deadline, fmt.Sprintf("keys %q", m.keys)); err != nil {
+		return nil, err
+	}
+	return m.run(ctx)
 }
 
 func (c *Client) validateAcquireLocks(keys []string, o *acquireLockOptions) error {
@@ -338,7 +348,7 @@ func (m *multiAcquisition) adopt(ctx context.Context, rvn string, at attempt) (m
 			if failed = c.register(ctx, locks[k]); failed != nil {
 				break // register released that lock itself
 			}
-			c.observations.forget(locks[k].regKey)
+			c.observations.forget(locks[k].regKey())
 		}
 	}
 	if failed != nil {

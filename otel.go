@@ -73,12 +73,7 @@ func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, e
 	o.held, e = m.Int64ObservableUpDownCounter("dynamolock.locks.held", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks held by the client."),
 		metric.WithInt64Callback(func(_ context.Context, obs metric.Int64Observer) error {
-			n := int64(0)
-			c.locks.Range(func(_, _ any) bool {
-				n++
-				return true
-			})
-			obs.Observe(n)
+			obs.Observe(int64(c.heldCount()))
 			return nil
 		}))
 	err = errors.Join(err, e)

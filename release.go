@@ -63,7 +63,7 @@ func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ..
 			return false, err
 		}
 	}
-	if lock.client == nil && lock.ctx == nil {
+	if !lock.owned && !lock.readOnly {
 		return false, ErrLockNotHeld // a zero Lock: nothing to release
 	}
 	if lock.readOnly {
@@ -80,8 +80,8 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		return false, fmt.Errorf("dynamolock: release %q: waiting for the lock's previous write: %w", l.partitionKey, err)
 	}
 	defer l.giveWrites()
-	if l.ctx.Err() != nil {
-		return false, context.Cause(l.ctx) // released or lost before; a lapsed lease is still released below
+	if err := l.ended(); err != nil {
+		return false, err // released or lost before; a lapsed lease is still released below
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err) // nothing sent: still held
@@ -125,7 +125,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	}
 	if !deleteLock && o.data != nil {
 		l.mu.Lock()
-		l.data = o.data
+		l.setDataLocked(o.data)
 		l.mu.Unlock()
 	}
 	if l.lapsed(time.Now()) {
@@ -134,7 +134,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		// hear about.
 		return false, l.lose(ErrLeaseExpired, nil)
 	}
-	l.end(ErrLockAlreadyReleased)
+	l.end(nil) // released
 	l.log(slog.LevelInfo, "lock released")
 	return true, nil
 }

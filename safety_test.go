@@ -110,6 +110,9 @@ func TestTransactionWithRefreshUnderHeartbeats(t *testing.T) {
 	item, done := l.TransactionWithRefresh()
 	_, err = done(db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{item}}))
 	require.Error(t, err)
+	// A heartbeat in flight at that moment keeps the write turn, and it is
+	// that heartbeat which finds the item taken, a moment later.
+	waitFor(t, 5*time.Second, "the loss to be recorded", func() bool { return l.Err() != nil })
 	assert.ErrorIs(t, l.Err(), dynamolock.ErrLockTakenOver)
 }
 

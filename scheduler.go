@@ -5,36 +5,45 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// entry is the scheduler's bookkeeping for one held lock; only the
-// scheduler's loop goroutine touches it.
-type entry struct {
-	l       *Lock
-	index   int       // position in the wake heap; -1 when absent
-	wake    time.Time // next time the loop must look at the lock
-	beating bool      // a heartbeat is in flight
-	queued  bool      // due for a heartbeat, waiting for a free slot
-	due     time.Time // end of the lease when queued: the ready heap's order
-	retryAt time.Time // after a failed beat: when to try again (zero: none)
-	backoff time.Duration
+// schedEntry is the scheduler's bookkeeping for one held lock, kept in
+// the lock itself (no map, no allocation of its own); only the scheduler's
+// loop goroutine touches it. Times are nanoseconds since the scheduler's
+// epoch, on the monotonic clock.
+type schedEntry struct {
+	wake    int64 // next time the loop must look at the lock
+	due     int64 // end of the lease when queued: the ready heap's order
+	retryAt int64 // after a failed beat: when to try again (0: none)
+	need    float32 // renewals per second the lock needs at least (1/lease), counted in demand
+	backoff int32   // after a failed beat: milliseconds the last retry waited
+	index   int32   // position in the wake heap plus one; 0 when absent
+	beating bool    // a heartbeat is in flight
+	queued  bool    // due for a heartbeat, waiting for a free worker
 }
 
 // beatResult is a finished heartbeat, reported to the loop.
 type beatResult struct {
-	e      *entry
+	l      *Lock
 	failed bool          // the write failed without losing the lock: retry with backoff
 	rtt    time.Duration // how long a successful beat took
 }
 
 // scheduler is the one goroutine per client that renews every held lock on
 // that lock's own schedule, fires session monitors, and records a lock's
-// loss the moment its lease runs out. Heartbeats run in at most
-// heartbeatConcurrency goroutines; beats that cannot start at once wait in
-// order of the end of their lease, so under overload the locks closest to
-// expiry are renewed first.
+// loss the moment its lease runs out. Heartbeats run on a fixed pool of at
+// most heartbeatConcurrency worker goroutines, started as needed and kept
+// until stop; beats that cannot start at once wait in order of the end of
+// their lease, so under overload the locks closest to expiry are renewed
+// first.
+//
+// It also measures what admission control needs: the renewal rate the
+// held locks need at least (one renewal per lease each) and the rate the
+// workers can sustain (workers / round trip of a beat).
 type scheduler struct {
 	c *Client
 
@@ -44,31 +53,47 @@ type scheduler struct {
 	stopping bool
 
 	kick      chan struct{}   // wakes the loop; capacity 1
+	work      chan *Lock      // beats for the workers; capacity heartbeatConcurrency
 	done      chan beatResult // finished beats; capacity heartbeatConcurrency
 	ctx       context.Context
 	cancel    context.CancelFunc
 	stopped   chan struct{}  // closed when the loop returns
-	beats     sync.WaitGroup // heartbeats in flight
+	workers   sync.WaitGroup // the worker goroutines
 	cbRunning int            // session-monitor callbacks running; guarded by mu
 	cbIdle    chan struct{}  // closed when cbRunning drops to zero; guarded by mu
 
+	epoch time.Time // the origin of the entries' times
+
+	// Published by the loop for admission control (float64 bits).
+	demandBits   atomic.Uint64 // renewals per second the scheduled locks need at least
+	capacityBits atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
+
 	// Owned by the loop goroutine.
-	entries map[*Lock]*entry
-	wakes   wakeHeap
-	ready   readyHeap
-	slots   int
-	lastLog time.Time
-	rtt     time.Duration // moving average of successful beats' round trips
+	wakes    wakeHeap
+	ready    readyHeap
+	slots    int // workers free for a beat
+	nworkers int // workers started
+	demand   float64
+	lastLog  time.Time
+	rtt      time.Duration // moving average of successful beats' round trips
+	// The renewal rate measured while every worker was busy: a window
+	// counts successful beats, and measures the rate if no worker was
+	// ever free during it.
+	windowStart time.Time
+	windowBeats int
+	windowIdle  bool    // a worker was free at some point of the window
+	satRate     float64 // moving average of saturated windows' rates, quick down, slow up; 0: none yet
 }
 
 func newScheduler(c *Client) *scheduler {
 	s := &scheduler{
 		c:       c,
 		kick:    make(chan struct{}, 1),
+		work:    make(chan *Lock, c.heartbeatConcurrency),
 		done:    make(chan beatResult, c.heartbeatConcurrency),
 		stopped: make(chan struct{}),
 		slots:   c.heartbeatConcurrency,
-		entries: make(map[*Lock]*entry),
+		epoch:   time.Now(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -94,8 +119,8 @@ func (s *scheduler) notify(l *Lock) {
 	}
 }
 
-// stop ends the loop, cancels in-flight heartbeats and waits for them, then
-// waits for running session-monitor callbacks until ctx ends.
+// stop ends the loop, cancels in-flight heartbeats and waits for the
+// workers, then waits for running session-monitor callbacks until ctx ends.
 func (s *scheduler) stop(ctx context.Context) error {
 	s.mu.Lock()
 	s.stopping = true
@@ -105,7 +130,7 @@ func (s *scheduler) stop(ctx context.Context) error {
 	if started {
 		<-s.stopped
 	}
-	s.beats.Wait() // each beat ends with s.ctx, which is cancelled
+	s.workers.Wait() // each beat ends with s.ctx, which is cancelled
 	s.mu.Lock()
 	idle := s.cbIdle
 	s.mu.Unlock()
@@ -152,16 +177,16 @@ func (s *scheduler) loop() {
 		s.mu.Unlock()
 		now := time.Now()
 		for _, l := range pending {
-			s.update(s.entryOf(l), now)
+			s.update(l, now)
 		}
-		for len(s.wakes) > 0 && !s.wakes[0].wake.After(now) {
+		for len(s.wakes) > 0 && s.wakes[0].sched.wake <= s.at(now) {
 			s.fire(s.wakes[0], now)
 		}
 		s.dispatch(now)
 
 		wait := time.Hour
 		if len(s.wakes) > 0 {
-			wait = s.wakes[0].wake.Sub(now)
+			wait = time.Duration(s.wakes[0].sched.wake - s.at(now))
 		}
 		timer.Reset(wait)
 		select {
@@ -176,60 +201,68 @@ func (s *scheduler) loop() {
 	}
 }
 
-func (s *scheduler) entryOf(l *Lock) *entry {
-	e := s.entries[l]
-	if e == nil {
-		e = &entry{l: l, index: -1}
-		s.entries[l] = e
-	}
-	return e
-}
+// at is t as the entries hold it: nanoseconds since the epoch.
+func (s *scheduler) at(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
 
-// update recomputes when the loop must next look at e's lock, and forgets a
-// lock that ended (once no beat of it is in flight or queued).
-func (s *scheduler) update(e *entry, now time.Time) {
-	l := e.l
+// update recomputes when the loop must next look at l, and takes a lock
+// that ended off the wake heap (a beat of it in flight or queued finds it
+// ended and leaves it).
+func (s *scheduler) update(l *Lock, now time.Time) {
+	e := &l.sched
 	l.mu.Lock()
-	ended := l.ending
-	lookup, leaseEnd := l.lookupTime, l.leaseEnd
+	ended := l.reasonLocked() != nil
+	lookup, leaseEnd, lease := l.lookupTime, l.leaseEnd, l.leaseDuration
 	var monitorAt time.Time
 	if m := l.monitor; m != nil && !m.fired {
 		monitorAt = lookup.Add(m.safeTime)
 	}
 	l.mu.Unlock()
 	if ended {
-		if e.index >= 0 {
-			heap.Remove(&s.wakes, e.index)
-		}
-		if !e.beating && !e.queued {
-			delete(s.entries, l)
+		if e.index > 0 {
+			heap.Remove(&s.wakes, int(e.index-1))
+			s.setNeed(e, 0)
 		}
 		return
 	}
-	wake := leaseEnd
-	if !monitorAt.IsZero() && monitorAt.Before(wake) {
-		wake = monitorAt
+	s.setNeed(e, float32(1/lease.Seconds()))
+	wake := s.at(leaseEnd)
+	if !monitorAt.IsZero() {
+		wake = min(wake, s.at(monitorAt))
 	}
-	if t, ok := s.beatTime(e, lookup); ok && t.Before(wake) {
-		wake = t
+	if t, ok := s.beatTime(e, lookup); ok {
+		wake = min(wake, t)
 	}
 	e.wake = wake
-	if e.index >= 0 {
-		heap.Fix(&s.wakes, e.index)
+	if e.index > 0 {
+		heap.Fix(&s.wakes, int(e.index-1))
 	} else {
-		heap.Push(&s.wakes, e)
+		heap.Push(&s.wakes, l)
 	}
 }
 
-// fire handles e, which is due: loss at the end of the lease, the session
+// setNeed counts need as e's lock's share of the demand, and publishes the
+// demand.
+func (s *scheduler) setNeed(e *schedEntry, need float32) {
+	if e.need == need {
+		return
+	}
+	s.demand += float64(need) - float64(e.need)
+	e.need = need
+	if len(s.wakes) == 0 || s.demand < 0 {
+		s.demand = max(0, float64(need)) // no drift from rounding
+	}
+	s.demandBits.Store(math.Float64bits(s.demand))
+}
+
+// fire handles l, which is due: loss at the end of the lease, the session
 // monitor, or a heartbeat.
-func (s *scheduler) fire(e *entry, now time.Time) {
-	l := e.l
+func (s *scheduler) fire(l *Lock, now time.Time) {
+	e := &l.sched
 	l.mu.Lock()
-	ended := l.ending
+	ended := l.reasonLocked() != nil
 	expired := !now.Before(l.leaseEnd)
 	beatAt, beats := s.beatTime(e, l.lookupTime)
-	beatDue := beats && !now.Before(beatAt)
+	beatDue := beats && s.at(now) >= beatAt
 	var callback func()
 	if m := l.monitor; !ended && !expired && m != nil && !m.fired && !now.Before(l.lookupTime.Add(m.safeTime)) {
 		m.fired = true
@@ -249,27 +282,27 @@ func (s *scheduler) fire(e *entry, now time.Time) {
 		}
 		if beatDue {
 			e.queued = true
-			e.due = due
-			heap.Push(&s.ready, e)
+			e.due = s.at(due)
+			heap.Push(&s.ready, l)
 		}
 	}
-	s.update(e, now)
+	s.update(l, now)
 }
 
 // dispatch starts queued heartbeats while slots are free, earliest lease end
 // first, and reports a backlog.
 func (s *scheduler) dispatch(now time.Time) {
 	for s.slots > 0 && len(s.ready) > 0 {
-		e := heap.Pop(&s.ready).(*entry)
+		l := heap.Pop(&s.ready).(*Lock)
+		e := &l.sched
 		e.queued = false
-		l := e.l
 		l.mu.Lock()
-		ended := l.ending
+		ended := l.reasonLocked() != nil
 		due := l.lookupTime.Add(s.c.heartbeatPeriod)
 		left := l.leaseEnd.Sub(now)
 		l.mu.Unlock()
 		if ended {
-			s.update(e, now)
+			s.update(l, now)
 			continue
 		}
 		if len(s.ready) > 0 && s.rtt > 0 && left < 2*s.rtt {
@@ -278,7 +311,7 @@ func (s *scheduler) dispatch(now time.Time) {
 			// Sending it would only take capacity from locks that can
 			// still be saved, so the lock is declared lost now.
 			l.lose(ErrLeaseExpired, nil)
-			s.update(e, now)
+			s.update(l, now)
 			continue
 		}
 		if now.Sub(due) > s.c.heartbeatPeriod {
@@ -286,8 +319,15 @@ func (s *scheduler) dispatch(now time.Time) {
 		}
 		s.slots--
 		e.beating = true
-		s.update(e, now)
-		s.beats.Go(func() { s.beat(e) })
+		s.update(l, now)
+		if busy := s.c.heartbeatConcurrency - s.slots; busy > s.nworkers {
+			s.nworkers++
+			s.workers.Go(s.worker)
+		}
+		s.work <- l // never blocks: at most heartbeatConcurrency beats are handed out
+	}
+	if s.slots > 0 {
+		s.windowIdle = true
 	}
 	s.c.metrics.setBacklog(len(s.ready))
 	if len(s.ready) > 0 && now.Sub(s.lastLog) > s.c.heartbeatPeriod {
@@ -299,21 +339,21 @@ func (s *scheduler) dispatch(now time.Time) {
 
 // beatTime is when e's next heartbeat is due, if one should be scheduled:
 // one period after its last renewal, or at the retry time after a failure.
-func (s *scheduler) beatTime(e *entry, lookup time.Time) (time.Time, bool) {
+func (s *scheduler) beatTime(e *schedEntry, lookup time.Time) (int64, bool) {
 	if s.c.heartbeatPeriod <= 0 || e.beating || e.queued {
-		return time.Time{}, false
+		return 0, false
 	}
-	if !e.retryAt.IsZero() {
+	if e.retryAt != 0 {
 		return e.retryAt, true
 	}
-	return lookup.Add(s.c.heartbeatPeriod), true
+	return s.at(lookup.Add(s.c.heartbeatPeriod)), true
 }
 
 // finished records a beat's outcome. A failed beat (network, throttling,
 // 5xx) is tried again after a backoff that doubles up to half a period;
 // it gives its slot back meanwhile, so failing locks never starve others.
 func (s *scheduler) finished(r beatResult, now time.Time) {
-	e := r.e
+	e := &r.l.sched
 	e.beating = false
 	if r.rtt > 0 {
 		if s.rtt == 0 {
@@ -321,75 +361,128 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 		} else {
 			s.rtt += (r.rtt - s.rtt) / 8
 		}
+		s.measure(now)
 	}
 	if r.failed {
-		e.backoff = min(max(2*e.backoff, 25*time.Millisecond), max(s.c.heartbeatPeriod/2, 25*time.Millisecond))
-		e.retryAt = now.Add(e.backoff + randomUpTo(e.backoff))
+		backoff := min(max(2*time.Duration(e.backoff)*time.Millisecond, 25*time.Millisecond),
+			max(s.c.heartbeatPeriod/2, 25*time.Millisecond), math.MaxInt32*time.Millisecond)
+		e.backoff = int32(backoff / time.Millisecond)
+		e.retryAt = max(s.at(now.Add(backoff+randomUpTo(backoff))), 1)
 	} else {
 		e.backoff = 0
-		e.retryAt = time.Time{}
+		e.retryAt = 0
 	}
-	s.update(e, now)
+	s.update(r.l, now)
+}
+
+// measure counts a successful beat and publishes the capacity: the rate
+// measured over the last windows in which every worker stayed busy (what
+// the workers and DynamoDB together sustain), or, before any such window,
+// workers / round trip (Little's law), which overestimates when the
+// workers are not the bottleneck. Admission binds only once the held locks
+// need more than a period allows (lease ≥ 2 periods), and the scheduler is
+// saturated then, so the measured rate is fresh whenever it matters.
+func (s *scheduler) measure(now time.Time) {
+	s.windowBeats++
+	if elapsed := now.Sub(s.windowStart); elapsed >= measureWindow {
+		if !s.windowIdle && !s.windowStart.IsZero() {
+			rate := float64(s.windowBeats) / elapsed.Seconds()
+			switch {
+			case s.satRate == 0:
+				s.satRate = rate
+			case rate < s.satRate:
+				s.satRate += (rate - s.satRate) / 2 // a slower backend counts at once
+			default:
+				s.satRate += (rate - s.satRate) / 16 // a faster one only if it lasts
+			}
+		}
+		s.windowStart, s.windowBeats, s.windowIdle = now, 0, false
+	}
+	capacity := s.satRate
+	if capacity == 0 {
+		capacity = float64(s.c.heartbeatConcurrency) / s.rtt.Seconds()
+	}
+	s.capacityBits.Store(math.Float64bits(capacity))
+}
+
+// measureWindow is how long a window of the saturated rate lasts.
+const measureWindow = 500 * time.Millisecond
+
+// worker sends the beats the loop hands it, one at a time, until stop.
+func (s *scheduler) worker() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case l := <-s.work:
+			r := s.beat(l)
+			select {
+			case s.done <- r:
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	}
 }
 
 // beat sends one heartbeat attempt, bounded by the end of the lease and by
 // the scheduler's life.
-func (s *scheduler) beat(e *entry) {
-	l := e.l
+func (s *scheduler) beat(l *Lock) beatResult {
 	l.mu.Lock()
 	end := l.leaseEnd
 	l.mu.Unlock()
 	ctx, cancel := context.WithDeadline(s.ctx, end)
 	start := time.Now()
 	err := s.c.heartbeatOnce(ctx, l, &sendHeartbeatOptions{}, true)
-	r := beatResult{e: e, failed: err != nil && l.ctx.Err() == nil}
+	r := beatResult{l: l, failed: err != nil && l.ended() == nil}
 	if err == nil {
 		r.rtt = time.Since(start)
 	}
 	cancel()
-	select {
-	case s.done <- r:
-	case <-s.ctx.Done():
-	}
+	return r
 }
 
-// wakeHeap orders entries by their next wake time.
-type wakeHeap []*entry
+// load returns the renewal rate the scheduled locks need at least and the
+// rate the workers sustain (0 until a beat has been measured), per second.
+func (s *scheduler) load() (demand, capacity float64) {
+	return math.Float64frombits(s.demandBits.Load()), math.Float64frombits(s.capacityBits.Load())
+}
+
+// wakeHeap orders locks by their next wake time.
+type wakeHeap []*Lock
 
 func (h wakeHeap) Len() int           { return len(h) }
-func (h wakeHeap) Less(i, j int) bool { return h[i].wake.Before(h[j].wake) }
+func (h wakeHeap) Less(i, j int) bool { return h[i].sched.wake < h[j].sched.wake }
 func (h wakeHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
+	h[i].sched.index = int32(i + 1)
+	h[j].sched.index = int32(j + 1)
 }
 func (h *wakeHeap) Push(x any) {
-	e := x.(*entry)
-	e.index = len(*h)
-	*h = append(*h, e)
+	l := x.(*Lock)
+	*h = append(*h, l)
+	l.sched.index = int32(len(*h))
 }
 func (h *wakeHeap) Pop() any {
 	old := *h
-	e := old[len(old)-1]
+	l := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	e.index = -1
-	return e
+	l.sched.index = 0
+	return l
 }
 
-// readyHeap orders entries due for a heartbeat by the end of their lease.
-type readyHeap []*entry
+// readyHeap orders locks due for a heartbeat by the end of their lease.
+type readyHeap []*Lock
 
-func (h readyHeap) Len() int { return len(h) }
-func (h readyHeap) Less(i, j int) bool {
-	return h[i].due.Before(h[j].due)
-}
-func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *readyHeap) Push(x any)   { *h = append(*h, x.(*entry)) }
+func (h readyHeap) Len() int           { return len(h) }
+func (h readyHeap) Less(i, j int) bool { return h[i].sched.due < h[j].sched.due }
+func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)        { *h = append(*h, x.(*Lock)) }
 func (h *readyHeap) Pop() any {
 	old := *h
-	e := old[len(old)-1]
+	l := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	return e
+	return l
 }

@@ -135,10 +135,10 @@ func traceStats(c *dynamolock.Client, w io.Writer, began time.Time) func() {
 			case <-t.C:
 			}
 			s := c.Stats()
-			fmt.Fprintf(w, "%6.2fs held=%d lost=%d backlog=%d beats=+%d errors=+%d late=+%d calls=+%d\n",
+			fmt.Fprintf(w, "%6.2fs held=%d lost=%d backlog=%d beats=+%d errors=+%d late=+%d calls=+%d admission waits=+%d\n",
 				time.Since(began).Seconds(), s.HeldLocks, s.LocksLost, s.HeartbeatBacklog,
 				s.HeartbeatsSent-prev.HeartbeatsSent, s.HeartbeatErrors-prev.HeartbeatErrors,
-				s.LateHeartbeats-prev.LateHeartbeats, s.DynamoDBCalls-prev.DynamoDBCalls)
+				s.LateHeartbeats-prev.LateHeartbeats, s.DynamoDBCalls-prev.DynamoDBCalls, s.AdmissionWaits-prev.AdmissionWaits)
 			prev = s
 		}
 	}()

@@ -1,0 +1,342 @@
+package dynamolock
+
+// White-box tests of a held lock's own state: the write turn (a flag and a
+// lazily made waiter list instead of a channel per lock), the record of its
+// end with a lazily made Done, and admission control.
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// grantDB answers an acquiring UpdateItem with the item it would have
+// written, and acknowledges every other write.
+type grantDB struct {
+	benchNopDB
+	mu    sync.Mutex
+	token uint64
+}
+
+func (d *grantDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if in.ReturnValues != types.ReturnValueAllNew {
+		return &dynamodb.UpdateItemOutput{}, nil
+	}
+	d.mu.Lock()
+	d.token++
+	token := d.token
+	d.mu.Unlock()
+	v := in.ExpressionAttributeValues
+	return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{
+		"key": in.Key["key"], attrOwnerName: v[":o"], attrLeaseDuration: v[":l"], attrRVN: v[":v"],
+		attrFencingToken: attrN(token),
+	}}, nil
+}
+
+func grantClient(t *testing.T, opts ...ClientOption) *Client {
+	t.Helper()
+	c, err := New(&grantDB{}, "state_table", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// poll waits for cond, checking every millisecond, for at most 10 s.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func waiting(l *Lock) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rare == nil {
+		return 0
+	}
+	return len(l.rare.waiters)
+}
+
+// The write turn is held by one writer at a time and handed to waiters in
+// order; a waiter whose context ends leaves the queue and never holds the
+// turn; a turn handed over just as its waiter's context ends is passed on,
+// not lost.
+func TestWriteTurn(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat())
+	l, err := c.AcquireLock("turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.tryTakeWrites() {
+		t.Fatal("a free turn must be taken")
+	}
+	if l.tryTakeWrites() {
+		t.Fatal("a taken turn must not be taken again")
+	}
+
+	// A waiter whose context ends gives up and leaves the queue.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- l.takeWrites(ctx) }()
+	poll(t, "the waiter to queue", func() bool { return waiting(l) == 1 })
+	cause := errors.New("caller gave up")
+	cancel(cause)
+	if err := <-gaveUp; !errors.Is(err, cause) {
+		t.Fatalf("takeWrites = %v, want the context's cause", err)
+	}
+	if n := waiting(l); n != 0 {
+		t.Fatalf("%d waiters left after the only one gave up", n)
+	}
+
+	// Waiters get the turn in order, one at a time.
+	var order []int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			if err := l.takeWrites(context.Background()); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			l.giveWrites()
+		})
+		poll(t, "waiter "+strconv.Itoa(i)+" to queue", func() bool { return waiting(l) == i+1 })
+	}
+	l.giveWrites()
+	wg.Wait()
+	if len(order) != 3 || order[0] != 0 || order[1] != 1 || order[2] != 2 {
+		t.Fatalf("turn order %v, want [0 1 2]", order)
+	}
+	if !l.tryTakeWrites() {
+		t.Fatal("the turn must be free once every writer gave it back")
+	}
+
+	// A hand-over racing the end of the waiter's context: whichever wins,
+	// the turn ends up free, never held by nobody.
+	for range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan error, 1)
+		go func() { res <- l.takeWrites(ctx) }()
+		poll(t, "the waiter to queue", func() bool { return waiting(l) == 1 })
+		go cancel()
+		l.giveWrites()
+		if err := <-res; err == nil {
+			l.giveWrites() // it got the turn: it gives it back
+		}
+		if !l.tryTakeWrites() {
+			t.Fatal("the turn was lost in a hand-over")
+		}
+	}
+	l.giveWrites()
+}
+
+// The end of a held lock is recorded once; a Done made before the end and
+// one made after it are both closed, and the reason is what Err and the
+// context Do derives answer. Covers the ordering "Done made while end runs":
+// end sets the reason and reads the lazily made context under the lock's
+// mutex, so a Done made before sees the cancel, one made after sees the
+// reason.
+func TestLazyDoneAndEnd(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat())
+	for i := range 200 {
+		l, err := c.AcquireLock("end-" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.rare != nil {
+			t.Fatal("a fresh lock must not carry a Done channel yet")
+		}
+		var early <-chan struct{}
+		if i%2 == 0 {
+			early = l.Done()
+		}
+		var late <-chan struct{}
+		var wg sync.WaitGroup
+		wg.Go(func() { late = l.Done() })
+		if _, err := c.ReleaseLock(l); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		for _, ch := range []<-chan struct{}{early, late, l.Done()} {
+			if ch == nil {
+				continue
+			}
+			select {
+			case <-ch:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Done not closed after release")
+			}
+		}
+		if err := l.Err(); !errors.Is(err, ErrLockAlreadyReleased) {
+			t.Fatalf("Err = %v, want ErrLockAlreadyReleased", err)
+		}
+		if !l.IsReleased() {
+			t.Fatal("IsReleased = false after release")
+		}
+		if cause := context.Cause(l.endContext()); !errors.Is(cause, ErrLockAlreadyReleased) {
+			t.Fatalf("cause = %v, want ErrLockAlreadyReleased", cause)
+		}
+		if c.HasLock("end-"+strconv.Itoa(i), "") {
+			t.Fatal("a released lock is still in the registry")
+		}
+		if l.end(l.lostError(ErrLockTakenOver, nil)) {
+			t.Fatal("a lock ended twice")
+		}
+	}
+}
+
+// Admission control: an acquisition waits while the held locks' demand,
+// with it, exceeds the fraction of the measured capacity, proceeds once the
+// capacity allows it, and gives up at its deadline or when its context ends.
+func TestAdmissionWaitsForCapacity(t *testing.T) {
+	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute), WithHeartbeatAdmission(0.5))
+	for i := range 4 {
+		if _, err := c.AcquireLock("adm-" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perLock := 1 / time.Hour.Seconds()
+	poll(t, "the scheduler to count the held locks", func() bool {
+		d, _ := c.sched.load()
+		return math.Abs(d-4*perLock) < perLock/100
+	})
+	// Room for 5 locks in all at half the capacity: the fifth is admitted
+	// at once, the sixth waits.
+	c.sched.capacityBits.Store(math.Float64bits(10.5 * perLock))
+	if _, err := c.AcquireLock("adm-4"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the scheduler to count the fifth lock", func() bool {
+		d, _ := c.sched.load()
+		return d > 4.5*perLock
+	})
+	if n := c.Stats().AdmissionWaits; n != 0 {
+		t.Fatalf("AdmissionWaits = %d before any wait", n)
+	}
+
+	// Its context ends while it waits.
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.AcquireLockWithContext(ctx, "adm-5")
+		res <- err
+	}()
+	poll(t, "the acquisition to wait", func() bool { return c.Stats().AdmissionWaits == 1 })
+	cancel()
+	err := <-res
+	var lng *LockNotGrantedError
+	if !errors.As(err, &lng) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want a *LockNotGrantedError matching context.Canceled", err)
+	}
+
+	// It proceeds once the measured capacity allows it.
+	go func() {
+		_, err := c.AcquireLock("adm-5")
+		res <- err
+	}()
+	poll(t, "the acquisition to wait", func() bool { return c.Stats().AdmissionWaits == 2 })
+	c.sched.capacityBits.Store(math.Float64bits(100 * perLock))
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+
+	// Past its deadline it fails with ErrHeartbeatCapacity.
+	c.sched.capacityBits.Store(math.Float64bits(perLock))
+	err = c.admit(context.Background(), 1, time.Hour, time.Now().Add(20*time.Millisecond), "key \"adm-6\"")
+	if !errors.As(err, &lng) || !errors.Is(err, ErrHeartbeatCapacity) {
+		t.Fatalf("err = %v, want a *LockNotGrantedError matching ErrHeartbeatCapacity", err)
+	}
+
+	// Off: nothing waits.
+	c.heartbeatAdmission = 0
+	if err := c.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A held lock is one 256-byte allocation (Go's size class): a field more
+// moves it to 288. See BenchmarkHeapPerHeldLock for the whole cost.
+func TestLockSize(t *testing.T) {
+	if n := unsafe.Sizeof(Lock{}); n > 256 {
+		t.Errorf("Lock is %d bytes, more than 256", n)
+	}
+}
+
+// Registry keys: the key itself without a sort key value; with one, a
+// form no key and no other (key, sort key) pair shares.
+func TestRegistryKey(t *testing.T) {
+	p := func(s string) *string { return &s }
+	keys := map[string]string{}
+	for _, k := range []struct {
+		key string
+		sk  *string
+	}{{"a", p("bc")}, {"ab", p("c")}, {"abc", nil}, {"1:abc", nil}, {"a", nil}} {
+		rk := registryKey(k.key, k.sk)
+		if prev, ok := keys[rk]; ok {
+			t.Fatalf("%q and %q share the registry key %q", prev, k.key, rk)
+		}
+		keys[rk] = k.key
+	}
+	if registryKey("abc", nil) != "abc" {
+		t.Fatal("a key without a sort key must be its own registry key")
+	}
+	c := grantClient(t, DisableHeartbeat(), WithSortKey("sk", "bc"))
+	if _, err := c.AcquireLock("a"); err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasLock("a", "") || !c.HasLock("a", "bc") {
+		t.Fatal("HasLock does not find the lock held under the default sort key")
+	}
+	if c.HasLock(registryKey("a", p("bc")), "") {
+		t.Fatal("an invalid key matched a held lock's registry key")
+	}
+}
+
+// The capacity admission control compares with: workers / round trip until
+// a window passes with every worker busy, then the rate measured in such
+// windows; a window in which a worker was free measures nothing.
+func TestSchedulerCapacity(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
+	s := c.sched // its loop never starts: no lock is acquired
+	s.rtt = 10 * time.Millisecond
+	start := time.Now()
+	s.measure(start) // opens the first window
+	if _, capacity := s.load(); capacity != 400 {
+		t.Fatalf("capacity %v before any saturated window, want 4 workers / 10 ms = 400", capacity)
+	}
+	// A window with every worker busy: 100 beats in 500 ms.
+	s.slots = 0
+	for i := 1; i <= 100; i++ {
+		s.measure(start.Add(time.Duration(i) * 5 * time.Millisecond))
+	}
+	if _, capacity := s.load(); math.Abs(capacity-200) > 1e-9 {
+		t.Fatalf("capacity %v after a saturated window of 100 beats in 500 ms, want 200", capacity)
+	}
+	// Windows in which a worker was free (as dispatch records it) measure
+	// nothing, even at another rate.
+	for i := 1; i <= 500; i++ {
+		s.windowIdle = true
+		s.measure(start.Add(500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
+	}
+	if _, capacity := s.load(); math.Abs(capacity-200) > 1e-9 {
+		t.Fatalf("capacity %v after a window with a free worker, want still 200", capacity)
+	}
+}
