@@ -1,6 +1,7 @@
 package dynamolock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -131,6 +132,7 @@ type acquisition struct {
 	// endsBefore is the client's count of ended locks before the last call
 	// (see sleep).
 	endsBefore uint64
+	skipped    string // the RVN for which sleep last skipped its wait
 	// attempts holds every write this call sent, by the RVN it wrote, so
 	// that a write whose answer was lost is recognised (and adopted) when
 	// a later answer shows it.
@@ -171,8 +173,11 @@ func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions,
 	}
 	l, err := a.run(ctx)
 	if err != nil {
-		a.undo(ctx)
-		a.leaveQueue(ctx)
+		// One bounded wait for both clean-ups, even when ctx has ended.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		a.undo(cctx)
+		a.leaveQueue(cctx)
+		cancel()
 	}
 	for rvn := range a.attempts {
 		c.inflight.Delete(rvn)
@@ -218,6 +223,9 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 			in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
 			if a.o.reentrant && v.rec.owner == c.ownerName {
 				if l := c.heldLock(a.regKey); l != nil {
+					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+					a.leaveQueue(cctx) // WithFairness: this call's entry, if any, is not needed
+					cancel()
 					return l, nil // another acquisition here got it meanwhile
 				}
 				_, in.inFlightHere = c.inflight.Load(v.rec.rvn)
@@ -361,8 +369,8 @@ func (a *acquisition) adopt(ctx context.Context, item map[string]types.Attribute
 
 // undo releases every write of this call that may have landed, so that a
 // call that gives up leaves no item held by nobody: one UpdateItem
-// conditioned on this owner and those RVNs, best effort, with a bounded
-// wait even when ctx has ended.
+// conditioned on this owner and those RVNs, best effort, within ctx (the
+// caller bounds it, even when the acquisition's own ctx has ended).
 func (a *acquisition) undo(ctx context.Context) {
 	var rvns []string
 	for rvn, at := range a.attempts {
@@ -374,8 +382,6 @@ func (a *acquisition) undo(ctx context.Context) {
 		return
 	}
 	c := a.c
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-	defer cancel()
 	b := newExprBuilder()
 	in := b.value(":u0", attrS(rvns[0]))
 	for i, rvn := range rvns[1:] {
@@ -425,7 +431,11 @@ func (a *acquisition) sleep(ctx context.Context, d time.Duration, v *view) error
 	// takes it out of the registry, then wakes the key's watchers).
 	woken, unwatch := a.c.wakeups.watch(a.regKey)
 	defer unwatch()
-	if !a.heldHere(v.rec.rvn) && a.c.wakeups.ended.Load() != a.endsBefore {
+	// The count is the client's, over every key: skip the wait once per
+	// RVN at most, or a holder elsewhere with this owner name would be
+	// polled without pause while this client's other locks come and go.
+	if !a.heldHere(v.rec.rvn) && a.c.wakeups.ended.Load() != a.endsBefore && a.skipped != v.rec.rvn {
+		a.skipped = v.rec.rvn
 		return nil
 	}
 	return a.c.pause(ctx, d, woken, what)
@@ -488,16 +498,18 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
 	}
 	data := &types.AttributeValueMemberB{Value: o.data}
+	// The lock keeps a copy: the caller may reuse its slice.
+	kept := func() types.AttributeValue { return &types.AttributeValueMemberB{Value: bytes.Clone(o.data)} }
 	switch {
 	case o.replaceData && o.data == nil:
 		remove += ", " + b.name("#d", attrData)
 		w.remove = append(w.remove, attrData)
 	case o.replaceData:
 		set += ", " + b.name("#d", attrData) + " = " + b.value(":d", data)
-		w.set[attrData] = data
+		w.set[attrData] = kept()
 	case o.data != nil:
 		set += ", #d = if_not_exists(" + b.name("#d", attrData) + ", " + b.value(":d", data) + ")"
-		w.dataIfAbsent = data
+		w.dataIfAbsent = kept()
 	}
 	i := 0
 	for name, v := range o.additionalAttributes {

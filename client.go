@@ -159,7 +159,7 @@ func (c *Client) validate() error {
 	}
 	if c.ttlAttribute != "" {
 		for _, name := range []string{c.partitionKeyName, c.sortKeyName, attrOwnerName, attrLeaseDuration,
-			attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN} {
+			attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue} {
 			if c.ttlAttribute == name {
 				return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
 			}
@@ -172,7 +172,7 @@ func (c *Client) validate() error {
 // attributes, which a key attribute must not be named after.
 func lockAttribute(name string) bool {
 	switch name {
-	case attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN:
+	case attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue:
 		return true
 	}
 	return false

@@ -45,10 +45,17 @@ const attrFairQueue = "fairQueue"
 // decides which waiter sends the acquiring write. Acquisitions without the
 // option, and Amazon's Java client and dynamolock v2, ignore the queue and
 // may take the lock ahead of it; the Java client and dynamolock v2 (which
-// replace the item on acquisition) and releases with
-// [WithDeleteLockOnRelease] clear it, after which the waiters add themselves
-// again with their tickets, so their order is kept among them. WithFairness
-// cannot be combined with [FailIfLocked].
+// replace the item on acquisition) clear it, after which the waiters add
+// themselves again with their tickets, so their order is kept among them.
+// A release with [WithDeleteLockOnRelease] deletes the queue with the item:
+// the waiters then race for the free lock as without the option, so do not
+// delete locks that are acquired fairly.
+//
+// The wait is bounded as usual (the holder's lease plus
+// [WithAdditionalTimeToWaitForLock], counted from the first holder seen),
+// so a waiter far back in a long queue needs a longer additional wait, or
+// it gives up before its turn and leaves the queue. WithFairness cannot be
+// combined with [FailIfLocked].
 func WithFairness() AcquireLockOption {
 	return func(o *acquireLockOptions) { o.fair = true }
 }
@@ -96,11 +103,19 @@ func decodeWaiter(id string, ev types.AttributeValue) waiter {
 	t, err1 := uintAttr(e.Value, "t")
 	l, err2 := uintAttr(e.Value, "l")
 	b, ok := e.Value["b"].(*types.AttributeValueMemberS)
-	if err1 != nil || err2 != nil || !ok || t == 0 || l == 0 || l > uint64(maxWaiterLease/time.Millisecond) {
+	if err1 != nil || err2 != nil || !ok || t == 0 || t >= maxTicket || l == 0 || l > uint64(maxWaiterLease/time.Millisecond) {
 		return w
 	}
 	return waiter{id: id, ticket: t, beat: b.Value, lease: time.Duration(l) * time.Millisecond}
 }
+
+// maxTicket bounds tickets: an entry at or above it is not a waiter's, and
+// the next ticket never overflows.
+const maxTicket = 1 << 53
+
+// maxRemovals bounds the dead entries one write removes, so that a queue
+// full of them never makes the update expression too long.
+const maxRemovals = 50
 
 // maxWaiterLease bounds the lease a waiter's entry may claim, so that an
 // entry written by mistake cannot hold up the queue for long.
@@ -124,7 +139,9 @@ type beatSeen struct {
 }
 
 func newFairState(o *acquireLockOptions) *fairState {
-	return &fairState{id: randomID(), lease: o.lease, seen: make(map[string]beatSeen)}
+	// The lease written into the entry is what every reader accepts.
+	lease := min(max(o.lease, time.Millisecond), maxWaiterLease)
+	return &fairState{id: randomID(), lease: lease, seen: make(map[string]beatSeen)}
 }
 
 // randomID is a short random identifier (16 hex digits).
@@ -167,7 +184,7 @@ type queueWrite struct {
 // must wait has its entry in the queue, renewed in time.
 func (a *acquisition) fairly(d decision, v *view, now time.Time, deadline time.Time) decision {
 	f := a.fair
-	if f == nil || d.step == stepAdopt || d.step == stepFail || d.reentrant {
+	if f == nil || d.step == stepAdopt || d.step == stepFail {
 		return d
 	}
 	if !v.known {
@@ -181,23 +198,38 @@ func (a *acquisition) fairly(d decision, v *view, now time.Time, deadline time.T
 		return d // an item this client cannot queue on: no fairness
 	}
 	mine := slices.IndexFunc(ws, func(w waiter) bool { return w.id == f.id }) >= 0
+	if d.reentrant {
+		// Ours to take at once (WithReentrant): no turn to wait for, but
+		// this call's entry goes with the write.
+		if mine {
+			d.queue = &queueWrite{remove: []string{f.id}}
+		}
+		return d
+	}
 	if d.step == stepRead {
 		return f.keepPlace(d, mine, v, now)
 	}
 	// The lock can be taken: by us only if nobody live is before us.
 	var dead []string
-	nextDeath := deadline // when the first live waiter before us could count as gone
+	nextDeath := now.Add(maxWaiterLease) // when the first live waiter before us could count as gone
 	blocked := false
 	for _, w := range ws {
-		if w.id == f.id || f.ticket != 0 && !w.before(f.ticket, f.id) {
+		if w.id == f.id {
 			continue
 		}
-		if at := f.deadAt(w); now.Before(at) {
-			blocked = true
-			nextDeath = earliest(nextDeath, at)
+		at := f.deadAt(w)
+		if !now.Before(at) {
+			// Gone, wherever it stood: removed with our write.
+			if len(dead) < maxRemovals {
+				dead = append(dead, w.id)
+			}
 			continue
 		}
-		dead = append(dead, w.id)
+		if f.ticket != 0 && !w.before(f.ticket, f.id) {
+			continue
+		}
+		blocked = true
+		nextDeath = earliest(nextDeath, at)
 	}
 	if !blocked {
 		if !present || len(ws) == 0 {
@@ -210,12 +242,22 @@ func (a *acquisition) fairly(d decision, v *view, now time.Time, deadline time.T
 		d.queue = &queueWrite{remove: dead}
 		return d
 	}
-	if !now.Before(deadline) {
+	// The lock is free, but others are first in line: a live one takes it
+	// at its next poll, a dead one is skipped once its entry has stayed
+	// unchanged for its lease. Neither is a reason to give up at the
+	// deadline (a dead entry with a longer lease than this call's wait
+	// would otherwise fail every fair acquisition of a free lock): the
+	// wait on a free lock ends with ctx, or maxWaiterLease past the
+	// deadline.
+	if !now.Before(deadline.Add(maxWaiterLease)) {
 		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: now.Sub(a.start)},
 			"key %q: waiters before this one in the fair queue kept their turn", a.key)}
 	}
-	next := now.Add(a.o.refreshPeriod - randomUpTo(a.o.refreshJitter))
-	return f.keepPlace(decision{step: stepRead, at: earliest(next, nextDeath)}, mine, v, now)
+	wake := earliest(now.Add(a.o.refreshPeriod-randomUpTo(a.o.refreshJitter)), nextDeath)
+	if now.Before(deadline) {
+		wake = earliest(wake, deadline)
+	}
+	return f.keepPlace(decision{step: stepRead, at: wake}, mine, v, now)
 }
 
 // keepPlace makes a waiting decision keep this waiter's entry in the queue:
@@ -239,9 +281,11 @@ func (a *acquisition) join(ctx context.Context, v *view) error {
 	ws, present, _ := queueOf(v.raw)
 	if f.ticket == 0 {
 		for _, w := range ws {
-			f.ticket = max(f.ticket, w.ticket)
+			if !w.bad {
+				f.ticket = max(f.ticket, w.ticket)
+			}
 		}
-		f.ticket++
+		f.ticket++ // below maxTicket: valid tickets are
 	}
 	f.beat = randomID()
 	f.beatAt = time.Now()
@@ -269,23 +313,24 @@ func (a *acquisition) join(ctx context.Context, v *view) error {
 	switch {
 	case err == nil:
 		return a.learn(ctx, v, out.Attributes, nil)
-	case errors.As(err, &ccf):
+	case errors.As(err, &ccf) && len(ccf.Item) > 0:
 		return a.learn(ctx, v, ccf.Item, nil) // the queue or the item changed: decide again
+	case errors.As(err, &ccf):
+		*v = view{} // no item came back (an emulator): read it
+		return nil
 	}
 	*v = view{}
 	return a.failed(ctx, v, err)
 }
 
 // leaveQueue removes this waiter's entry when the acquisition gives up:
-// best effort, with a bounded wait even when ctx has ended. An entry left
-// behind is skipped by the others after its lease.
+// best effort, within ctx (which the caller bounds). An entry left behind
+// is skipped by the others after its lease.
 func (a *acquisition) leaveQueue(ctx context.Context) {
 	if a.fair == nil || a.fair.ticket == 0 {
 		return
 	}
 	c := a.c
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-	defer cancel()
 	b := newExprBuilder()
 	q := b.name("#q", attrFairQueue)
 	in := &dynamodb.UpdateItemInput{

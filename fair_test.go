@@ -329,6 +329,10 @@ func TestFairBadInput(t *testing.T) {
 	_, err = c.AcquireLocks(context.Background(), []string{"a", "b"}, dynamolock.WithFairness())
 	require.ErrorAs(t, err, &inv)
 	assert.True(t, errors.Is(err, dynamolock.ErrInvalidArgument))
+	_, err = dynamolock.New(db, table, dynamolock.WithTTLAttribute("fairQueue"))
+	require.ErrorAs(t, err, &inv, "the queue's attribute is the lock's own")
+	_, err = dynamolock.New(db, table, dynamolock.WithPartitionKeyName("fairQueue"))
+	require.ErrorAs(t, err, &inv)
 	assert.Zero(t, calls.total())
 }
 
@@ -373,4 +377,93 @@ func TestFairLostAnswers(t *testing.T) {
 			assert.NoError(t, l.Close())
 		})
 	}
+}
+
+// A dead entry whose lease is longer than a fair acquisition's whole wait
+// does not fail the acquisitions of a free lock: they wait until it counts
+// as gone, then take the lock and remove it.
+func TestFairDeadEntryLongerThanTheWait(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	entry := &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		"t": &types.AttributeValueMemberN{Value: "1"}, "b": s("x"), "l": &types.AttributeValueMemberN{Value: "3000"}}}
+	putRaw(t, db, table, map[string]types.AttributeValue{"key": s("k"), "ownerName": s("old"), "leaseDuration": s("1s"),
+		"recordVersionNumber": s("r"), "isReleased": s("1"),
+		"fairQueue": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"crashed": entry}}})
+	c := newClient(t, db, table, fast...)
+	start := time.Now()
+	l, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithFairness(),
+		dynamolock.WithRefreshPeriod(100*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(0))
+	require.NoError(t, err, "a dead entry must not make a free lock unobtainable")
+	took := time.Since(start)
+	t.Logf("took %s (the dead entry's lease: 3s; this acquisition's wait: 1s)", took)
+	assert.GreaterOrEqual(t, took, 3*time.Second, "the entry is respected for its lease")
+	assert.Zero(t, queueLen(t, db, table, "k"), "and removed with the acquiring write")
+	assert.NoError(t, l.Close())
+}
+
+// A fair waiter that takes the lock over as reentrant (the item came to
+// name its own owner) takes its entry out with it.
+func TestFairReentrantTakeoverLeavesNoEntry(t *testing.T) {
+	table, db, holder, h := heldByHolder(t)
+	ctx := context.Background()
+	y := newClient(t, db, table, dynamolock.WithOwnerName("same"))
+	z := newClient(t, db, table, dynamolock.WithOwnerName("same"))
+	got := make(chan *dynamolock.Lock, 1)
+	go func() {
+		l, err := y.AcquireLockWithContext(ctx, "k", dynamolock.WithFairness(), dynamolock.WithReentrant(),
+			dynamolock.WithRefreshPeriod(time.Second), dynamolock.WithAdditionalTimeToWaitForLock(20*time.Second))
+		assert.NoError(t, err)
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "Y in the queue", func() bool { return queueLen(t, db, table, "k") == 1 })
+	_, err := holder.ReleaseLockWithContext(ctx, h)
+	require.NoError(t, err)
+	zl, err := z.AcquireLockWithContext(ctx, "k") // same owner name, before Y's next poll
+	require.NoError(t, err)
+	l := <-got
+	require.NotNil(t, l)
+	assert.Equal(t, "same", l.OwnerName())
+	assert.Zero(t, queueLen(t, db, table, "k"), "Y's entry went with its write")
+	_ = zl
+	assert.NoError(t, l.Close())
+}
+
+// A waiter for a key that another client with the same owner name holds
+// polls once per refresh period, even while this client's other locks
+// come and go.
+func TestSameOwnerElsewherePolledAtTheRefreshPeriod(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx := context.Background()
+	other := newClient(t, db, table, dynamolock.WithOwnerName("same"))
+	_, err := other.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	slowGet := &faults.Rule{Op: "GetItem", Before: faults.Sleep(20 * time.Millisecond)}
+	wdb := faults.Wrap(db, slowGet)
+	c := newClient(t, wdb, table, dynamolock.WithOwnerName("same"))
+	stop := make(chan struct{})
+	churned := make(chan struct{})
+	go func() { // this client's other locks come and go
+		defer close(churned)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if l, err := c.AcquireLockWithContext(ctx, "other"); err == nil {
+				_, _ = c.ReleaseLockWithContext(ctx, l)
+			}
+		}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err = c.AcquireLockWithContext(wctx, "k", dynamolock.WithRefreshPeriod(time.Second))
+	require.Error(t, err)
+	close(stop)
+	<-churned
+	reads := wdb.Hits(slowGet)
+	t.Logf("%d reads in 3 s at a 1 s refresh period", reads)
+	assert.LessOrEqual(t, reads, 8, "no busy polling")
 }

@@ -16,9 +16,9 @@ import (
 // loop goroutine touches it. Times are nanoseconds since the scheduler's
 // epoch, on the monotonic clock.
 type schedEntry struct {
-	wake    int64 // next time the loop must look at the lock
-	due     int64 // end of the lease when queued: the ready heap's order
-	retryAt int64 // after a failed beat: when to try again (0: none)
+	wake    int64   // next time the loop must look at the lock
+	due     int64   // end of the lease when queued: the ready heap's order
+	retryAt int64   // after a failed beat: when to try again (0: none)
 	need    float32 // renewals per second the lock needs at least (1/lease), counted in demand
 	backoff int32   // after a failed beat: milliseconds the last retry waited
 	index   int32   // position in the wake heap plus one; 0 when absent
