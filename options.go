@@ -110,8 +110,10 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // before its first DynamoDB call while the held locks, with it, would need
 // more than fraction of the renewals per second the client can send. A
 // lock needs at least one renewal per lease; the client measures what it
-// can send as [WithHeartbeatConcurrency] divided by the moving average of a
-// heartbeat's round trip (nothing is measured before the first heartbeat,
+// can send as the rate of successful heartbeats in the recent half-second
+// windows in which every heartbeat worker stayed busy (until there was
+// one, [WithHeartbeatConcurrency] divided by the moving average of a
+// heartbeat's round trip; nothing is measured before the first heartbeat,
 // and nothing waits until then). Without it, a client asked to hold more
 // locks than it can renew loses held locks instead, and not only the excess.
 //

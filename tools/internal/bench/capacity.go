@@ -133,6 +133,7 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 	var pauseUntil atomic.Int64 // unix nanoseconds
 	var firstErr atomic.Value
 	sampled := make(chan struct{})
+	acquiring := make(chan struct{}) // closed when every acquisition worker returned
 	go func() {
 		defer close(sampled)
 		const tick = 50 * time.Millisecond
@@ -141,8 +142,14 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 		var window [20]uint64 // beats sent at each of the last 20 ticks (1 s)
 		slack := (cfg.Lease - cfg.Heartbeat).Seconds() / 2
 		var late uint64
-		for i := 0; next.Load() < int64(cfg.N) && ctx.Err() == nil; i++ {
-			<-t.C
+		// Until the workers are done: they may stop before taking all N
+		// (the acquisition budget), when next stays below N.
+		for i := 0; ctx.Err() == nil; i++ {
+			select {
+			case <-t.C:
+			case <-acquiring:
+				return
+			}
 			st := c.Stats()
 			prev := window[i%len(window)]
 			window[i%len(window)] = st.HeartbeatsSent
@@ -179,6 +186,7 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 		})
 	}
 	wg.Wait()
+	close(acquiring)
 	<-sampled
 	if err := ctx.Err(); err != nil {
 		return nil, err
