@@ -75,10 +75,15 @@ const DefaultIdleConns = 0
 // NewDB returns an SDK client for the endpoint. Every option in optFns is
 // applied after the defaults of ddblocal.NewClient.
 func (e *Env) NewDB(ctx context.Context, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, error) {
+	return e.newDB(ctx, e.IdleConns, optFns...)
+}
+
+// newDB is NewDB with idle (0: the SDK default) idle connections.
+func (e *Env) newDB(ctx context.Context, idle int, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, error) {
 	// The SDK's own transport settings, with more idle connections; kept
 	// so that CloseIdle can reach it (a BuildableClient hands out copies).
 	t := awshttp.NewBuildableClient().GetTransport()
-	if n := e.IdleConns; n > 0 {
+	if n := idle; n > 0 {
 		t.MaxIdleConns = n
 		t.MaxIdleConnsPerHost = n
 	}

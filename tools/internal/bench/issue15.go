@@ -113,7 +113,7 @@ func BeforeAfterMarkdown(r *Results) string {
 			fmt.Sprintf("%s at N = %s", a, commas(int64(c.MaxHeld))), m)
 		after, m := "no backend ceiling measured", "—"
 		if f, ok := c.BoundFraction(); ok {
-			after, m = fmt.Sprintf("%.0f%% (%s of %s)", 100*f, commas(int64(c.MaxHeld)), commas(int64(c.Bound()))), yes(f >= BoundTarget)
+			after, m = fmt.Sprintf("%.0f%% (%s of %s)", 100*f, commas(int64(c.Held)), commas(int64(c.Bound()))), yes(f >= BoundTarget)
 		}
 		row("locks held with zero losses ÷ backend bound (ceiling × lease)", fmt.Sprintf("≥ %.0f%%", 100*BoundTarget),
 			fmt.Sprintf("%.0f%% (%s of %s)", 100*float64(bf.Held)/float64(bf.Bound), commas(int64(bf.Held)), commas(int64(bf.Bound))), after, m)

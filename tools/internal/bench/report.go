@@ -117,8 +117,9 @@ func (r *CapacityResult) Markdown(cmd string) string {
 			HeapPerLockTarget, strings.Join(heap, "; "))
 	}
 	if f, ok := r.BoundFraction(); ok {
-		b.w("Issue 15's capacity target, locks held with zero losses ÷ backend bound (ceiling × lease = %s × %s) ≥ %.0f%%: held %s = **%.0f%%** (%s).",
-			commas(int64(r.Ceiling.PerSec())), r.Runs[0].Lease, 100*BoundTarget, commas(int64(r.MaxHeld)), 100*f, metWord(f >= BoundTarget))
+		b.w("Issue 15's capacity target, locks held with zero losses ÷ backend bound (ceiling × lease = %s × %s) ≥ %.0f%%: held %s = **%.0f%%** (%s). "+
+			"Held: the most locks one run held through the whole hold with zero losses, counting a run in which admission control refused some of its N (refusing rather than losing held locks is what it is for; the table's \"held at end\" column shows how many it held).",
+			commas(int64(r.Ceiling.PerSec())), r.Runs[0].Lease, 100*BoundTarget, commas(int64(r.Held)), 100*f, metWord(f >= BoundTarget))
 	}
 	if len(r.Runs) > 0 {
 		var beats, calls uint64
