@@ -205,8 +205,16 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 				return nil, err
 			}
 		case stepRead:
-			if err := a.sleep(ctx, time.Until(next.at), v); err != nil {
+			woken, err := a.sleep(ctx, time.Until(next.at), v)
+			if err != nil {
 				return nil, err
+			}
+			if woken && a.fair == nil {
+				// The lock on the key ended here (released, or lost): try
+				// it at once rather than read it first. The write's
+				// condition decides; a failure returns the item.
+				next = decision{step: stepWrite}
+				continue
 			}
 			item, err := a.read(ctx)
 			if err := a.learn(ctx, v, item, err); err != nil {
@@ -421,24 +429,33 @@ func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue
 // (same-process hand-over). When the item names this client's owner but
 // neither holds: if a lock ended here since the call that showed it, that
 // may have been it, so there is no wait at all; otherwise the holder is
-// another client with the same owner name, polled as usual.
-func (a *acquisition) sleep(ctx context.Context, d time.Duration, v *view) error {
+// another client with the same owner name, polled as usual. woken reports
+// that a lock on the key ended here during the wait.
+func (a *acquisition) sleep(ctx context.Context, d time.Duration, v *view) (woken bool, err error) {
 	what := "key " + strconv.Quote(a.key)
 	if v.rec == nil || v.rec.owner != a.c.ownerName {
-		return a.c.pause(ctx, d, nil, what)
+		return false, a.c.pause(ctx, d, nil, what)
 	}
 	// Watch first: a lock here that ends from now on wakes this wait (end
 	// takes it out of the registry, then wakes the key's watchers).
-	woken, unwatch := a.c.wakeups.watch(a.regKey)
+	ch, unwatch := a.c.wakeups.watch(a.regKey)
 	defer unwatch()
 	// The count is the client's, over every key: skip the wait once per
 	// RVN at most, or a holder elsewhere with this owner name would be
 	// polled without pause while this client's other locks come and go.
 	if !a.heldHere(v.rec.rvn) && a.c.wakeups.ended.Load() != a.endsBefore && a.skipped != v.rec.rvn {
 		a.skipped = v.rec.rvn
-		return nil
+		return false, nil
 	}
-	return a.c.pause(ctx, d, woken, what)
+	if err := a.c.pause(ctx, d, ch, what); err != nil {
+		return false, err
+	}
+	select {
+	case <-ch:
+		return true, nil
+	default:
+		return false, nil
+	}
 }
 
 // heldHere reports whether this client holds the key, or an acquisition of

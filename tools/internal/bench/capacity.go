@@ -251,9 +251,15 @@ hold:
 	}
 	r.Lost = max(lost, int(s1.LocksLost))
 	// In-flight beats allocate too: take the smallest of a few samples.
+	// Idle connections are closed before each measure, here and after
+	// Close: their buffers are the HTTP pool's, whose size depends on how
+	// many calls ran at once (Close's releases open more than the beats
+	// use), not on the locks held.
+	e.CloseIdle()
 	heldHeap := heapInUse()
 	for range 9 {
 		time.Sleep(20 * time.Millisecond)
+		e.CloseIdle()
 		heldHeap = min(heldHeap, heapInUse())
 	}
 	if cfg.HeapProfile != "" {
@@ -281,6 +287,7 @@ hold:
 	stopTrace()
 	clear(locks)
 	c = nil
+	e.CloseIdle()
 	r.HeapBytes = int64(heldHeap) - int64(heapInUse())
 	// Keep them alive through the second measure, or the collector frees
 	// them after their last use above and their bytes (the gap histogram

@@ -105,7 +105,7 @@ func (r *CapacityResult) Markdown(cmd string) string {
 			float64(x.CPUClient.Microseconds())/float64(x.N)/x.Hold.Seconds(), x.CPUClient.Seconds()/x.Hold.Seconds(), srv, closeCell)
 	}
 	b.w("")
-	b.w("Heap per lock: the live heap (after a full collection) with the N locks held, minus the same once Close released them and the client was dropped, divided by the locks held; connection buffers and the benchmark's own bookkeeping are in both and cancel. It includes a share of the buffers of the beats in flight (up to 32), so it falls as N grows.")
+	b.w("Heap per lock: the live heap (after a full collection) with the N locks held, minus the same once Close released them and the client was dropped, divided by the locks held; idle HTTP connections are closed before each measure (the pool's size follows how many calls ran at once, not the locks), the benchmark's own bookkeeping is in both and cancels, and the held heap is the smallest of 10 samples. It still includes the buffers of the beats in flight at that instant, so it is noisy at small N; the in-process figure (BenchmarkHeapPerHeldLock, a stub DynamoDB, in the Go benchmarks below) has no such noise.")
 	var heap []string
 	for _, n := range heapNs(r) {
 		x := r.HeapRun(n)
