@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
 // A goroutine waiting for a key that another goroutine of the same client
@@ -92,4 +94,43 @@ func clientHolding(t *testing.T) (*dynamolock.Client, *dynamolock.Lock) {
 	held, err := c.AcquireLockWithContext(context.Background(), "k")
 	require.NoError(t, err)
 	return c, held
+}
+
+// A waiter woken because the lock ended here writes at once instead of
+// reading first. When the lock ended by being taken over, that write must
+// fail on the new holder's item, and the waiter go on waiting for it.
+func TestSameProcessWakeOnLossDoesNotTakeTheLock(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx := context.Background()
+	acquiring := &faults.Rule{Op: "UpdateItem", Match: faults.Sets("ownerName")} // counts acquiring writes only
+	fdb := faults.Wrap(db, acquiring)
+	c := newClient(t, fdb, table, fast...)
+	held, err := c.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := c.AcquireLockWithContext(wctx, "k", dynamolock.WithRefreshPeriod(time.Minute),
+			dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+		waited <- err
+	}()
+	waitFor(t, 5*time.Second, "the waiter's first write, failed on the lock held here", func() bool { return fdb.Hits(acquiring) == 2 })
+	// Another owner takes the item over; the next heartbeat finds it and
+	// ends the lock here, which wakes the waiter.
+	putRaw(t, db, table, map[string]types.AttributeValue{
+		"key": s("k"), "ownerName": s("thief"), "leaseDuration": s("20s"), "recordVersionNumber": s("thief-rvn"),
+	})
+	require.True(t, closedWithin(held.Done(), 5*time.Second), "the heartbeat finds the takeover")
+	waitFor(t, 5*time.Second, "the woken waiter's write (its refresh period is a minute)", func() bool { return fdb.Hits(acquiring) == 3 })
+	item := rawItem(t, db, table, keyOf("k"))
+	assert.Equal(t, "thief", item["ownerName"].(*types.AttributeValueMemberS).Value, "the waiter's write failed on the thief's item")
+	select {
+	case err := <-waited:
+		t.Fatalf("the waiter returned (%v) while the thief holds the lock", err)
+	default:
+	}
+	cancel()
+	require.ErrorIs(t, <-waited, context.Canceled)
 }

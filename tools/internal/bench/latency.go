@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -173,25 +174,19 @@ func rawWrite(table, key, owner string) *dynamodb.UpdateItemInput {
 }
 
 // rawAcquireShape is the acquiring UpdateItem as the library sends it on a
-// free key with default options, written by hand.
+// free key with default options, written by hand: rawWrite plus the
+// fencing token, the REMOVE of isReleased and of the stored expiry, the
+// library's condition and its return values.
 func rawAcquireShape(table, key, owner string) *dynamodb.UpdateItemInput {
-	return &dynamodb.UpdateItemInput{
-		TableName:           aws.String(table),
-		Key:                 map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: key}},
-		UpdateExpression:    aws.String("SET #o = :o, #l = :l, #v = :v, #f = if_not_exists(#f, :base) + :one REMOVE #r, #x, #xr"),
-		ConditionExpression: aws.String("attribute_not_exists(#pk) OR attribute_exists(#r)"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": "key", "#o": "ownerName", "#l": "leaseDuration", "#v": "recordVersionNumber",
-			"#f": "fencingToken", "#r": "isReleased", "#x": "leaseExpiresAt", "#xr": "leaseExpiresAtRVN",
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":o":    &types.AttributeValueMemberS{Value: owner},
-			":l":    &types.AttributeValueMemberS{Value: "20s"},
-			":v":    &types.AttributeValueMemberS{Value: uuid.New()},
-			":base": &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMicro(), 10)},
-			":one":  &types.AttributeValueMemberN{Value: "1"},
-		},
-		ReturnValues:                        types.ReturnValueAllOld,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	in := rawWrite(table, key, owner)
+	in.UpdateExpression = aws.String(*in.UpdateExpression + ", #f = if_not_exists(#f, :base) + :one REMOVE #r, #x, #xr")
+	in.ConditionExpression = aws.String("attribute_not_exists(#k) OR attribute_exists(#r)")
+	maps.Copy(in.ExpressionAttributeNames, map[string]string{
+		"#f": "fencingToken", "#r": "isReleased", "#x": "leaseExpiresAt", "#xr": "leaseExpiresAtRVN",
+	})
+	in.ExpressionAttributeValues[":base"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMicro(), 10)}
+	in.ExpressionAttributeValues[":one"] = &types.AttributeValueMemberN{Value: "1"}
+	in.ReturnValues = types.ReturnValueAllOld
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	return in
 }
