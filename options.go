@@ -180,20 +180,21 @@ func WithSlog(l *slog.Logger) ClientOption {
 type AcquireLockOption func(*acquireLockOptions)
 
 type acquireLockOptions struct {
-	data                   []byte
-	replaceData            bool
-	failIfLocked           bool
-	deleteLockOnRelease    bool
-	refreshPeriod          time.Duration
-	additionalTimeToWait   time.Duration
-	additionalAttributes   map[string]types.AttributeValue
-	sessionMonitor         *sessionMonitor
-	onlyIfLockAlreadyExist bool
-	reentrant              bool
-	sortKey                *string       // WithSortKeyValue; nil: the client's default
-	lease                  time.Duration // WithLockLease; 0: the client's lease
-	refreshJitter          time.Duration // WithRefreshJitter; -1: a tenth of the refresh period
-	fair                   bool          // WithFairness
+	data                    []byte
+	replaceData             bool
+	failIfLocked            bool
+	deleteLockOnRelease     bool
+	refreshPeriod           time.Duration
+	additionalTimeToWait    time.Duration
+	additionalTimeToWaitSet bool // WithAdditionalTimeToWaitForLock was given
+	additionalAttributes    map[string]types.AttributeValue
+	sessionMonitor          *sessionMonitor
+	onlyIfLockAlreadyExist  bool
+	reentrant               bool
+	sortKey                 *string       // WithSortKeyValue; nil: the client's default
+	lease                   time.Duration // WithLockLease; 0: the client's lease
+	refreshJitter           time.Duration // WithRefreshJitter; -1: a tenth of the refresh period
+	fair                    bool          // WithFairness
 }
 
 // newAcquireLockOptions applies opts over the defaults. validateAcquire
@@ -279,7 +280,7 @@ func WithRefreshPeriod(d time.Duration) AcquireLockOption {
 // an acquisition waits before giving up with a *[TimeoutError].
 // Default: [DefaultAdditionalTimeToWaitForLock] (1s); must not be negative.
 func WithAdditionalTimeToWaitForLock(d time.Duration) AcquireLockOption {
-	return func(o *acquireLockOptions) { o.additionalTimeToWait = d }
+	return func(o *acquireLockOptions) { o.additionalTimeToWait, o.additionalTimeToWaitSet = d, true }
 }
 
 // WithAdditionalAttributes stores extra attributes in the lock item, merged
