@@ -20,12 +20,6 @@ var (
 	ErrNoLeader = errors.New("dynamolock: no leader")
 )
 
-// campaignWait bounds one acquisition inside Campaign beyond the holder's
-// lease. Campaign starts a new acquisition when one gives up, so this only
-// sets how often a candidate that waits on a live leader sends a write
-// (once per campaignWait) instead of only reads.
-const campaignWait = time.Hour
-
 // Election is a leader election among the clients that campaign under one
 // name: the leader is the holder of the lock on that name, and its value is
 // the lock's data. It is built on [Client.AcquireLockWithContext] and costs
@@ -76,8 +70,7 @@ func (c *Client) NewElection(name string) *Election {
 // refresh period of the leader's resignation, and within the leader's lease
 // plus one refresh period of the leader's last heartbeat when the leader
 // died. Cost: one UpdateItem when nobody leads; otherwise one UpdateItem,
-// a GetItem per refresh period and one UpdateItem to win (plus one
-// UpdateItem per hour of waiting).
+// a GetItem per refresh period and one UpdateItem to win.
 //
 // Called while this Election already leads, Campaign proclaims value (see
 // [Election.Proclaim]) and returns the same lock.
@@ -88,9 +81,9 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Lock, error) {
 		}
 		return l, nil
 	}
-	opts := []AcquireLockOption{WithData(value), ReplaceData(), WithAdditionalTimeToWaitForLock(campaignWait)}
+	opts := []AcquireLockOption{WithData(value), ReplaceData()}
 	for {
-		l, err := e.c.AcquireLockWithContext(ctx, e.name, opts...)
+		l, err := e.c.acquireKey(ctx, e.name, opts, true)
 		if err == nil {
 			e.mu.Lock()
 			e.lock = l
