@@ -178,7 +178,6 @@ type acquisition struct {
 	// a later answer shows it, and released again (undo) if the call gives
 	// up.
 	attempts map[string]attempt
-	tw       transactWriteAPI // modeAll
 	// semFair is the fair queue of a semaphore (modeAny with
 	// WithFairness): kept in the first slot's item.
 	semFair *watch

@@ -16,22 +16,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// The engine's DynamoDB calls: updateItem (the acquiring write, a fair
-// queue's writes, the undo), read (watch.go) and transactWriteItems.
+// The engine's DynamoDB calls, all through the call layer (calls.go):
+// updateItem (the acquiring write, a fair queue's writes, the undo), read
+// (watch.go) and transactWriteItems.
 
-// updateItem sends one UpdateItem of the engine and classifies its error.
+// updateItem sends one UpdateItem of the engine.
 func (a *acquisition) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-	out, err := a.c.db.UpdateItem(ctx, in)
-	a.c.metrics.call(ctx, "UpdateItem")
-	return out, a.c.classify(ctx, err)
+	return a.c.updateItem(ctx, in)
 }
 
-// transactWriteItems sends the transaction of a multi-key acquisition and
-// classifies its error.
+// transactWriteItems sends the transaction of a multi-key acquisition.
 func (a *acquisition) transactWriteItems(ctx context.Context, items []types.TransactWriteItem) error {
-	_, err := a.tw.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	a.c.metrics.call(ctx, "TransactWriteItems")
-	return a.c.classify(ctx, err)
+	_, err := a.c.transactWriteItems(ctx, "AcquireLocks", &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	return err
 }
 
 // write sends the acquiring UpdateItem of w's key, as w.next says. It
@@ -66,9 +63,9 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	isCCF := errors.As(err, &ccf)
-	if isCCF && !carriesRVN(ccf.Item, rvn) || !isCCF && surelyNotApplied(err) {
+	if isCCF && !carriesRVN(ccf.Item, rvn) && !mayHaveLanded(err) || !isCCF && surelyNotApplied(err) {
 		// Rejected, and no earlier attempt of this call (an SDK retry) is
-		// in the item: it did not land.
+		// in the item or failed without an answer: it did not land.
 		at.unsure = false
 		a.attempts[rvn] = at
 	}
@@ -115,9 +112,12 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 		}
 		return nil, a.failedAll(ctx, err)
 	}
-	// Cancelled: nothing was written.
-	at.unsure = false
-	a.attempts[rvn] = at
+	// Cancelled: nothing was written, unless an earlier attempt of this
+	// call (an SDK retry) failed without an answer: then the items tell.
+	if !mayHaveLanded(err) {
+		at.unsure = false
+		a.attempts[rvn] = at
+	}
 	held, conflict := false, false
 	for i, r := range tce.CancellationReasons {
 		w := a.watches[i]

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 // MaxLocksPerAcquire is the most keys one [Client.AcquireLocks] takes:
@@ -16,10 +14,6 @@ const MaxLocksPerAcquire = 100
 
 // maxTransactionBytes is DynamoDB's limit on the size of one transaction.
 const maxTransactionBytes = 4 * 1024 * 1024
-
-type transactWriteAPI interface {
-	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-}
 
 // errTransactionConflict: another write to one of the items was in
 // progress. Nothing is known about the holders; retry after a pause.
@@ -78,13 +72,11 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 	if err := c.checkKeys(keys, o); err != nil {
 		return nil, err
 	}
-	tw, ok := c.db.(transactWriteAPI)
-	if !ok {
+	if !c.canTransact() {
 		return nil, unsupported("AcquireLocks", "TransactWriteItems")
 	}
 	sorted := slices.Sorted(slices.Values(keys))
 	a := c.newAcquisition(modeAll, o, sorted, fmt.Sprintf("keys %q", sorted))
-	a.tw = tw
 	got, err := a.admitThenRun(ctx)
 	c.metrics.acquired(ctx, err, time.Since(a.start))
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -88,19 +86,14 @@ func (w *watch) forget() {
 func (a *acquisition) read(ctx context.Context, w *watch) (map[string]types.AttributeValue, error) {
 	c := a.c
 	w.endsBefore = c.wakeups.ended.Load()
-	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(c.tableName),
-		Key:            c.itemKeyOf(w.key, w.sortKey),
-		ConsistentRead: aws.Bool(true),
-	})
-	c.metrics.call(ctx, "GetItem")
-	if err = c.classify(ctx, err); err != nil {
+	item, err := c.getItem(ctx, c.itemKeyOf(w.key, w.sortKey))
+	if err != nil {
 		return nil, err
 	}
-	if out.Item == nil {
+	if item == nil {
 		return map[string]types.AttributeValue{}, nil
 	}
-	return out.Item, nil
+	return item, nil
 }
 
 // sleep waits until the earliest read any key is due, or until a lock on
