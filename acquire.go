@@ -285,7 +285,11 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 				if err := a.join(ctx, w); err != nil {
 					return nil, err
 				}
-				if l, err := a.decideNext(ctx, w); l != nil || err != nil {
+				// The queue changed: every key's decision may have.
+				for _, x := range a.watches {
+					x.dirty = true
+				}
+				if l, err := a.decideAll(ctx); l != nil || err != nil {
 					return one(l, err)
 				}
 			}
@@ -293,13 +297,23 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 		if w := a.writable(); w != nil || (a.mode == modeAll && a.allWritable()) {
 			var locks []*Lock
 			var err error
-			if a.mode == modeAll {
+			switch {
+			case a.mode == modeAll:
 				locks, err = a.transact(ctx)
-			} else {
+			case a.semFair != nil && w != a.semFair && w.next.queue != nil:
+				locks, err = a.writeBeside(ctx, w)
+			default:
 				locks, err = a.write(ctx, w)
 			}
 			if locks != nil || err != nil {
 				return locks, err
+			}
+			if a.semFair != nil {
+				// The answer may have shown the queue: every slot's write
+				// is decided again.
+				for _, x := range a.watches {
+					x.dirty = x.dirty || x.next.step == stepWrite
+				}
 			}
 			if l, err := a.decideAll(ctx); l != nil || err != nil {
 				return one(l, err)

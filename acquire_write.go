@@ -25,9 +25,14 @@ func (a *acquisition) updateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	return a.c.updateItem(ctx, in)
 }
 
-// transactWriteItems sends the transaction of a multi-key acquisition.
+// transactWriteItems sends the transaction of a multi-key acquisition, or
+// of a fair semaphore's write to a slot beside its queue.
 func (a *acquisition) transactWriteItems(ctx context.Context, items []types.TransactWriteItem) error {
-	_, err := a.c.transactWriteItems(ctx, "AcquireLocks", &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	feature := "AcquireLocks"
+	if a.mode == modeAny {
+		feature = "Semaphore.Acquire with WithFairness"
+	}
+	_, err := a.c.transactWriteItems(ctx, feature, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return err
 }
 
@@ -154,6 +159,74 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 		return nil, a.failedAll(ctx, fmt.Errorf("%w: %w", errTransactionConflict, err))
 	}
 	return nil, a.failedAll(ctx, err)
+}
+
+// writeBeside acquires w's slot of a fair semaphore whose queue lives on
+// another slot's item: one transaction of the acquiring update and the
+// queue's part (this waiter's entry and dead ones removed, or the queue
+// checked empty), so that the order of the queue holds across slots. A
+// transaction cannot return the new item: it is read back.
+func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error) {
+	c, d, q := a.c, w.next, a.semFair
+	rvn := newRVN()
+	sent := time.Now()
+	in, _ := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent)
+	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
+	a.attempts[rvn] = at
+	c.inflight.Store(rvn, struct{}{})
+	w.endsBefore = c.wakeups.ended.Load()
+	err := a.transactWriteItems(ctx, []types.TransactWriteItem{
+		{Update: transactUpdate(in)}, d.queue.onItem(c, c.itemKeyOf(q.key, q.sortKey)),
+	})
+	if err == nil {
+		rec, err := a.readBack(ctx, w, rvn)
+		if err != nil {
+			return nil, err // undo releases the slot
+		}
+		l, err := a.adoptRecord(ctx, w, rec, at)
+		if err != nil {
+			return nil, err
+		}
+		return []*Lock{l}, nil
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || len(tce.CancellationReasons) != 2 {
+		if surelyNotApplied(err) {
+			at.unsure = false
+			a.attempts[rvn] = at
+		}
+		w.forget()
+		return nil, a.failed(ctx, w, err)
+	}
+	if !mayHaveLanded(err) {
+		at.unsure = false
+		a.attempts[rvn] = at
+	}
+	conflict := false
+	for i, r := range tce.CancellationReasons {
+		x := []*watch{w, q}[i]
+		switch aws.ToString(r.Code) {
+		case "", "None":
+		case "ConditionalCheckFailed":
+			if len(r.Item) == 0 {
+				x.forget() // read it
+				continue
+			}
+			if err := a.learn(ctx, x, r.Item, nil); err != nil {
+				return nil, err
+			}
+		case "TransactionConflict":
+			conflict = true
+		default:
+			w.forget()
+			return nil, a.failed(ctx, w, err)
+		}
+	}
+	if conflict {
+		w.forget()
+		return nil, a.failed(ctx, w, fmt.Errorf("%w: %w", errTransactionConflict, err))
+	}
+	return nil, nil
 }
 
 // failedAll handles a failed transaction: every key's item is unknown.

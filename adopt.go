@@ -28,15 +28,20 @@ func (a *acquisition) adopt(ctx context.Context, w *watch, at attempt) ([]*Lock,
 // nobody could use it. Writes of this call on other keys (a semaphore's
 // slots) that may have landed are released again.
 func (a *acquisition) adoptItem(ctx context.Context, w *watch, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
-	c := a.c
-	rec, err := c.schema.decodeItem(item)
+	rec, err := a.c.schema.decodeItem(item)
 	if err != nil {
 		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; it is released again", w.key)
 	}
+	return a.adoptRecord(ctx, w, rec, at)
+}
+
+// adoptRecord is adoptItem for the item rec decoded.
+func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
+	c := a.c
 	l := a.newLock(w, rec, at)
 	// Registered before its RVN leaves inflight, so that a waiter here that
 	// sees the item always finds the lock held or in flight here (sleep).
-	err = c.register(ctx, l)
+	err := c.register(ctx, l)
 	for rvn, at := range a.attempts {
 		if len(at.on) == 1 && at.on[0] == w {
 			delete(a.attempts, rvn) // nothing to undo on w: the lock is held, or register ended it

@@ -54,8 +54,11 @@ const attrFairQueue = "fairQueue"
 // The wait is bounded as usual (the holder's lease plus
 // [WithAdditionalTimeToWaitForLock], counted from the first holder seen),
 // so a waiter far back in a long queue needs a longer additional wait, or
-// it gives up before its turn and leaves the queue. WithFairness cannot be
-// combined with [FailIfLocked].
+// it gives up before its turn and leaves the queue (the calls that wait as
+// long as their context allows have no such bound). WithFairness cannot be
+// combined with [FailIfLocked] nor used with [Client.AcquireLocks]; with
+// [Semaphore.Acquire] one queue orders the waiters for every slot (see
+// there).
 func WithFairness() AcquireLockOption {
 	return func(o *acquireLockOptions) { o.fair = true }
 }
@@ -182,8 +185,11 @@ type queueWrite struct {
 // fairly turns the acquisition's decision into a fair one: a write goes
 // ahead only for the first live waiter in the queue, and a waiter that
 // must wait has its entry in the queue, renewed in time.
+//
+// A semaphore's queue lives on its first slot's item (see
+// [Semaphore.Acquire]): v is then that item, whichever slot w is.
 func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.Time) decision {
-	f, v := a.fairOf(w), &w.v
+	f, v := a.fairOf(w), a.queueView(w)
 	if f == nil || d.step == stepAdopt || d.step == stepFail {
 		return d
 	}
@@ -277,6 +283,9 @@ func (f *fairState) keepPlace(d decision, mine bool, v *view, now time.Time) dec
 // join writes this waiter's entry into the queue (adding it, or renewing
 // its beat), and learns the item from the answer.
 func (a *acquisition) join(ctx context.Context, w *watch) error {
+	if a.semFair != nil {
+		w = a.semFair // a semaphore's queue is on its first slot's item
+	}
 	c, f, v := a.c, a.fairOf(w), &w.v
 	ws, present, _ := queueOf(v.raw)
 	if f.ticket == 0 {
@@ -323,7 +332,24 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 
 // fairOf is the fair queue state w's decisions follow, or nil.
 func (a *acquisition) fairOf(w *watch) *fairState {
+	if a.semFair != nil {
+		return a.semFair.fair
+	}
 	return w.fair
+}
+
+// queueView is what is known of the item that holds w's fair queue.
+func (a *acquisition) queueView(w *watch) *view {
+	if a.semFair != nil {
+		return &a.semFair.v
+	}
+	return &w.v
+}
+
+// holdsQueue reports whether w's item holds the fair queue this call
+// follows.
+func (a *acquisition) holdsQueue(w *watch) bool {
+	return a.fairOf(w) != nil && (a.semFair == nil || a.semFair == w)
 }
 
 // leaveQueues removes this call's entries from the fair queues it joined.
@@ -358,6 +384,44 @@ func (a *acquisition) leaveQueue(ctx context.Context, w *watch) {
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the fair queue; the entry is skipped after its lease",
 			slogKey(w.key), slogErr(err))
 	}
+}
+
+// onItem is q as a transaction's action on the item at key that holds the
+// queue, when the acquiring write goes to another item (a semaphore's
+// slot other than the first): remove the entries, on condition that the
+// queue exists; or check that it is empty.
+func (q *queueWrite) onItem(c *Client, key map[string]types.AttributeValue) types.TransactWriteItem {
+	b := newExprBuilder()
+	name := b.name("#q", attrFairQueue)
+	if q.empty || len(q.remove) == 0 {
+		cond := "attribute_exists(" + name + ")"
+		if q.empty {
+			cond = "attribute_not_exists(" + name + ") OR size(" + name + ") = " + b.value(":zero", attrN(0))
+		}
+		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:                           aws.String(c.tableName),
+			Key:                                 key,
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            b.names,
+			ExpressionAttributeValues:           b.valuesOrNil(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}}
+	}
+	remove := ""
+	for i, id := range q.remove {
+		if i > 0 {
+			remove += ", "
+		}
+		remove += name + "." + b.name("#w"+strconv.Itoa(i), id)
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                           aws.String(c.tableName),
+		Key:                                 key,
+		UpdateExpression:                    aws.String("REMOVE " + remove),
+		ConditionExpression:                 aws.String("attribute_exists(" + name + ")"),
+		ExpressionAttributeNames:            b.names,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
 }
 
 // queueExpr adds q's condition and removals to an acquiring write's

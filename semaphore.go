@@ -63,6 +63,24 @@ func (s *Semaphore) slot(i int) string { return s.name + "#" + strconv.Itoa(i) }
 // *LockNotGrantedError wrapping a *[TimeoutError]). An error that waiting
 // cannot cure on one slot ends the call.
 //
+// With [WithFairness], waiters in every client get slots in the order they
+// started waiting, across all slots (see WithFairness for the queue's
+// rules). The queue is one, kept in the item of slot 0 (name#0), rather
+// than one in every slot's item: a waiter then joins and renews one entry
+// (one write each, as for a single key) instead of one per slot, and there
+// is one order, where queues per slot could put a waiter first in one and
+// third in another. A waiter takes a free slot only when no live waiter is
+// before it in that queue: the write that takes slot 0 carries the queue's
+// condition itself; the one that takes another slot is one
+// TransactWriteItems of that slot's acquiring update and the queue's part
+// on slot 0 (its own and dead entries removed, or, for a waiter not in the
+// queue, the queue checked empty), so the order holds across slots and no
+// second write follows a win. Slots are then tried from slot 0, and taking
+// another slot costs that transaction (2 write units per item) and one
+// consistent GetItem, since a transaction cannot return the new item. With
+// more than one slot it needs TransactWriteItems from the DynamoDB client
+// ([ErrUnsupportedOperation] otherwise). Measured in docs/BENCHMARKS.md.
+//
 // Cost in DynamoDB calls: 1 UpdateItem when the first slot tried is free;
 // one more failed conditional UpdateItem for every held slot tried before
 // a free one, so size when every slot is held. A wait then adds one
@@ -80,7 +98,13 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lo
 	if o.reentrant {
 		return nil, invalid("WithReentrant", true, "cannot be used with a semaphore: two holders would share one slot")
 	}
+	if o.fair && s.size > 1 && !c.canTransact() {
+		return nil, unsupported("Semaphore.Acquire with WithFairness", "TransactWriteItems")
+	}
 	first := rand.IntN(s.size)
+	if o.fair {
+		first = 0 // the fair queue lives on slot 0's item: try it first
+	}
 	keys := make([]string, s.size)
 	for k := range s.size {
 		keys[k] = s.slot((first + k) % s.size)
@@ -89,6 +113,10 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lo
 		}
 	}
 	a := c.newAcquisition(modeAny, o, keys, "semaphore "+strconv.Quote(s.name))
+	if o.fair {
+		a.semFair = a.watches[0]
+		a.semFair.fair = newFairState(o)
+	}
 	locks, err := a.admitThenRun(ctx)
 	c.metrics.acquired(ctx, err, time.Since(a.start))
 	if err != nil {

@@ -69,9 +69,9 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 			w.hands.observe(v.rec)
 		}
 	}
-	if f := a.fairOf(w); f != nil {
+	if a.holdsQueue(w) {
 		ws, _, _ := queueOf(item)
-		f.observe(ws, now)
+		a.fairOf(w).observe(ws, now)
 	}
 	return nil
 }
