@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
 // semOpts: a 3 s lease renewed every 500 ms.
@@ -262,4 +263,29 @@ func TestSemaphoreFairnessInput(t *testing.T) {
 	_, err = psem.Acquire(context.Background(), dynamolock.WithFairness())
 	require.ErrorIs(t, err, dynamolock.ErrUnsupportedOperation)
 	require.Zero(t, cc.total(), "no DynamoDB call")
+}
+
+// The answer to the write on the first slot tried is lost (the write
+// landed): the wait goes on to the other slot and takes it, and the first
+// slot's write is released again, so the caller holds one slot.
+func TestSemaphoreLostAnswerOnOneSlot(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	lose := &faults.Rule{Op: "UpdateItem", Times: 1, LoseAnswer: true}
+	c := newClient(t, faults.Wrap(db, lose), table, semOpts...)
+	sem, err := c.NewSemaphore("jobs", 2)
+	require.NoError(t, err)
+	l, err := sem.Acquire(context.Background())
+	require.NoError(t, err, "a lost answer on one slot does not fail the call")
+	require.Equal(t, 1, c.Stats().HeldLocks)
+	held := 0
+	for _, k := range []string{"jobs#0", "jobs#1"} {
+		item := rawItem(t, db, table, keyOf(k))
+		_, released := item["isReleased"]
+		if !released {
+			held++
+			require.Equal(t, l.PartitionKey(), k)
+		}
+	}
+	require.Equal(t, 1, held, "the other slot's write was released again")
 }

@@ -147,6 +147,9 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 	if len(due) > 0 {
 		return due, nil
 	}
+	if wake.IsZero() {
+		wake = time.Now().Add(a.o.refreshPeriod) // no key waits for a read: not reached
+	}
 	var woken <-chan struct{}
 	if notify != nil {
 		woken = notify
