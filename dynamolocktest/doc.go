@@ -48,8 +48,10 @@
 // Neither DB nor Conn starts a goroutine or a timer of its own, so inside
 // a testing/synctest bubble the only clocks are the library's and your
 // code's, and they run in virtual time: when every goroutine of the bubble
-// waits on a timer, time jumps to the next one. A failover test that waits
-// a minute of lease time takes milliseconds:
+// waits on a timer, time jumps to the next one. This failover test waits
+// two minutes of lease time (the leader's lease runs out, then the
+// standby watches the item for a lease before it takes over) and takes
+// milliseconds of wall time:
 //
 //	func TestFailover(t *testing.T) {
 //		synctest.Test(t, func(t *testing.T) {
@@ -67,14 +69,19 @@
 //			if _, err := a.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
 //				t.Fatal(err)
 //			}
-//			leader, _ := a.AcquireLockWithContext(ctx, "leader")
+//			leader, err := a.NewElection("leader").Campaign(ctx, nil)
+//			if err != nil {
+//				t.Fatal(err)
+//			}
 //
 //			hostA.Partition()
-//			<-leader.Done() // a minute of virtual time later: lost
-//
-//			next, err := b.AcquireLockWithContext(ctx, "leader")
-//			if err != nil || next.FencingToken() <= leader.FencingToken() {
-//				t.Fatalf("takeover: %v", err)
+//			<-leader.Done() // its lease runs out: a steps down
+//			next, err := b.NewElection("leader").Campaign(ctx, nil)
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			if next.FencingToken() <= leader.FencingToken() {
+//				t.Fatal("the new leader's fencing token is not higher")
 //			}
 //		})
 //	}
