@@ -191,7 +191,7 @@ func do[In, Out any](c *Conn, ctx context.Context, op string, write bool, in In,
 		return nil, faults.LostConnection(op)
 	}
 	if err != nil {
-		return nil, faults.APIError(op, err)
+		return nil, faults.APIError(op, "dynamolocktest-"+c.name, err)
 	}
 	return out, nil
 }

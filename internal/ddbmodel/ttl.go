@@ -36,11 +36,11 @@ func (m *Model) updateTimeToLive(in *dynamodb.UpdateTimeToLiveInput) (*dynamodb.
 	case *spec.Enabled && t.ttl == name:
 		return nil, validation("TimeToLive is already enabled")
 	case *spec.Enabled && t.ttl != "":
-		return nil, validation("TimeToLive is active on a different AttributeName: current AttributeName is %s", t.ttl)
+		return nil, validation("TimeToLive is active on a different AttributeName")
 	case !*spec.Enabled && t.ttl == "":
 		return nil, validation("TimeToLive is already disabled")
 	case !*spec.Enabled && t.ttl != name:
-		return nil, validation("TimeToLive is active on a different AttributeName: current AttributeName is %s", t.ttl)
+		return nil, validation("TimeToLive is active on a different AttributeName")
 	}
 	t.ttl = ""
 	if *spec.Enabled {

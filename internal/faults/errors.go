@@ -54,8 +54,8 @@ func sendError(op, endpoint string, err error) error {
 // *types.ConditionalCheckFailedException, a ValidationException, ...), as
 // the SDK hands it to the caller: an *smithy.OperationError around an
 // *awshttp.ResponseError carrying the HTTP status (500 for a server fault,
-// else 400) and a request ID. nil stays nil.
-func APIError(op string, err error) error {
+// else 400) and requestID. nil stays nil.
+func APIError(op, requestID string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -63,6 +63,10 @@ func APIError(op string, err error) error {
 	if ae, ok := err.(smithy.APIError); ok && ae.ErrorFault() == smithy.FaultServer {
 		status = http.StatusInternalServerError
 	}
+	return apiError(op, requestID, status, err)
+}
+
+func apiError(op, requestID string, status int, err error) error {
 	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op, Err: &awshttp.ResponseError{
 		ResponseError: &smithyhttp.ResponseError{
 			Response: &smithyhttp.Response{Response: &http.Response{
@@ -73,7 +77,7 @@ func APIError(op string, err error) error {
 			}},
 			Err: err,
 		},
-		RequestID: "faults-injected",
+		RequestID: requestID,
 	}}
 }
 
@@ -94,9 +98,10 @@ func ServiceError(op string, k Kind) error {
 		err = &types.InternalServerError{Message: msg}
 	default:
 		_, code := k.response()
-		err = &smithy.GenericAPIError{Code: code, Message: *msg, Fault: smithy.FaultServer}
+		err = &smithy.GenericAPIError{Code: code, Message: *msg}
 	}
-	return APIError(op, err)
+	status, _ := k.response()
+	return apiError(op, "faults-injected", status, err)
 }
 
 // Canceled returns the error the SDK returns for op when the caller's
