@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/arielsrv/dynamolock/v2/internal/ddbmodel"
 	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
@@ -121,6 +122,14 @@ func (c *Conn) Calls() map[string]int {
 	return maps.Clone(c.calls)
 }
 
+// model is the DB's model; it says what is wrong with a Conn that has none.
+func (c *Conn) model() *ddbmodel.Model {
+	if c == nil || c.db == nil {
+		panic("dynamolocktest: a Conn not made by DB.Conn (a nil or zero Conn)")
+	}
+	return c.db.model
+}
+
 // endpoint is the URL the SDK errors of this connection name.
 func (c *Conn) endpoint() string {
 	return fmt.Sprintf("http://%s.dynamolocktest.invalid/", c.name)
@@ -199,22 +208,22 @@ func do[In, Out any](c *Conn, ctx context.Context, op string, write bool, in In,
 // GetItem reads an item. ConsistentRead makes no difference: every read of
 // the DB is strongly consistent.
 func (c *Conn) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return do(c, ctx, "GetItem", false, in, c.db.model.GetItem)
+	return do(c, ctx, "GetItem", false, in, c.model().GetItem)
 }
 
 // PutItem writes an item.
 func (c *Conn) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return do(c, ctx, "PutItem", true, in, c.db.model.PutItem)
+	return do(c, ctx, "PutItem", true, in, c.model().PutItem)
 }
 
 // UpdateItem updates an item.
 func (c *Conn) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return do(c, ctx, "UpdateItem", true, in, c.db.model.UpdateItem)
+	return do(c, ctx, "UpdateItem", true, in, c.model().UpdateItem)
 }
 
 // DeleteItem deletes an item.
 func (c *Conn) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	return do(c, ctx, "DeleteItem", true, in, c.db.model.DeleteItem)
+	return do(c, ctx, "DeleteItem", true, in, c.model().DeleteItem)
 }
 
 // TransactWriteItems applies a transaction, all of it or nothing. A call
@@ -222,42 +231,43 @@ func (c *Conn) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ .
 // a second call is a new transaction, while a call repeating a token that
 // already committed succeeds without applying again.
 func (c *Conn) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	m := c.model()
 	if in.ClientRequestToken == nil {
 		cp := *in
 		cp.ClientRequestToken = aws.String(c.db.nextToken())
 		in = &cp
 	}
-	return do(c, ctx, "TransactWriteItems", true, in, c.db.model.TransactWriteItems)
+	return do(c, ctx, "TransactWriteItems", true, in, m.TransactWriteItems)
 }
 
 // Query reads the items of one partition key.
 func (c *Conn) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	return do(c, ctx, "Query", false, in, c.db.model.Query)
+	return do(c, ctx, "Query", false, in, c.model().Query)
 }
 
 // Scan reads every item of a table, a page at a time.
 func (c *Conn) Scan(ctx context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	return do(c, ctx, "Scan", false, in, c.db.model.Scan)
+	return do(c, ctx, "Scan", false, in, c.model().Scan)
 }
 
 // CreateTable creates a table; it is ACTIVE at once.
 func (c *Conn) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	return do(c, ctx, "CreateTable", false, in, c.db.model.CreateTable)
+	return do(c, ctx, "CreateTable", false, in, c.model().CreateTable)
 }
 
 // DescribeTable describes a table.
 func (c *Conn) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	return do(c, ctx, "DescribeTable", false, in, c.db.model.DescribeTable)
+	return do(c, ctx, "DescribeTable", false, in, c.model().DescribeTable)
 }
 
 // UpdateTimeToLive enables or disables TTL on a table. The setting is
 // kept; no expired item is ever deleted (DynamoDB deletes them in the
 // background, within days, so a test must not wait for it either).
 func (c *Conn) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
-	return do(c, ctx, "UpdateTimeToLive", false, in, c.db.model.UpdateTimeToLive)
+	return do(c, ctx, "UpdateTimeToLive", false, in, c.model().UpdateTimeToLive)
 }
 
 // DescribeTimeToLive describes a table's TTL setting.
 func (c *Conn) DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error) {
-	return do(c, ctx, "DescribeTimeToLive", false, in, c.db.model.DescribeTimeToLive)
+	return do(c, ctx, "DescribeTimeToLive", false, in, c.model().DescribeTimeToLive)
 }

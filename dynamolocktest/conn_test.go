@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -285,5 +286,22 @@ func TestTimeToLive(t *testing.T) {
 	out, err := conn.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String("locks")})
 	if err != nil || out.TimeToLiveDescription.TimeToLiveStatus != types.TimeToLiveStatusEnabled || aws.ToString(out.TimeToLiveDescription.AttributeName) != "ttl" {
 		t.Fatalf("DescribeTimeToLive: %+v, %v", out, err)
+	}
+}
+
+// Misuse says what is wrong.
+func TestZeroValuesPanicWithAMessage(t *testing.T) {
+	for name, f := range map[string]func(){
+		"zero DB":   func() { new(dynamolocktest.DB).Conn() },
+		"zero Conn": func() { _, _ = new(dynamolocktest.Conn).GetItem(context.Background(), &dynamodb.GetItemInput{}) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "dynamolocktest: ") {
+					t.Errorf("%s: recovered %v, want a dynamolocktest message", name, r)
+				}
+			}()
+			f()
+		}()
 	}
 }

@@ -39,6 +39,7 @@ func New() *DB {
 // simulated host its own Conn, so that a test can cut one off while the
 // others go on.
 func (db *DB) Conn() *Conn {
+	db.check()
 	db.mu.Lock()
 	db.conns++
 	n := db.conns
@@ -57,6 +58,7 @@ func (db *DB) Conn() *Conn {
 // Items reads the DB directly: no connection's faults apply and no call
 // is counted.
 func (db *DB) Items(table string) []map[string]types.AttributeValue {
+	db.check()
 	desc, err := db.model.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
 		return nil
@@ -94,6 +96,12 @@ func keyText(v types.AttributeValue) string {
 		return string(v.Value)
 	}
 	return ""
+}
+
+func (db *DB) check() {
+	if db == nil || db.model == nil {
+		panic("dynamolocktest: a DB not made by New (a nil or zero DB)")
+	}
 }
 
 // nextToken returns a fresh ClientRequestToken, as the SDK fills one into

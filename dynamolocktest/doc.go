@@ -15,10 +15,9 @@
 //	_, err = c.CreateTableIfNotExistsWithContext(ctx, "locks")
 //
 // Everything of the library works on it: acquisition, heartbeats and
-// release, [dynamolock.Client.Do], elections, semaphores, multi-key
-// acquisition, listings, fencing tokens, and guarded writes
-// ([dynamolock.Lock.TransactionCondition] in your own TransactWriteItems,
-// sent through a Conn). Your own tables live in the same DB: create them
+// release, Client.Do, elections, semaphores, multi-key acquisition,
+// listings, fencing tokens, and guarded writes (Lock.TransactionCondition
+// in your own TransactWriteItems, sent through a Conn). Your own tables live in the same DB: create them
 // with CreateTable through any Conn.
 //
 // # Faults
@@ -102,9 +101,10 @@
 // PutItem, UpdateItem, DeleteItem, TransactWriteItems, Query, Scan,
 // UpdateTimeToLive, DescribeTimeToLive), and is checked, request by
 // request, against Amazon DynamoDB Local by a differential test in the
-// library's test suite. A request outside that set (a list element in an
-// expression, a secondary index) fails with a ValidationException whose
-// message starts "ddbmodel: unsupported". It does not model capacity,
+// library's test suite. A request shape it does not implement (a list
+// element in an expression, a secondary index) fails with a
+// ValidationException whose message starts "ddbmodel: unsupported", never
+// with a success. It does not model capacity,
 // throttling other than [Conn.Throttle], TTL deletion, DeleteTable,
 // secondary indexes, streams, or global tables.
 package dynamolocktest
