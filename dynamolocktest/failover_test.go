@@ -168,3 +168,80 @@ func guardedWrite(ctx context.Context, conn *dynamolocktest.Conn, l *dynamolock.
 	}})
 	return err
 }
+
+// The recipes and listings work on the fake: Do's context ends when its
+// lock is lost, a semaphore hands out its slots, AcquireLocks takes keys
+// all or nothing (TransactWriteItems), and the listings read the table.
+func TestRecipesAndListings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := dynamolocktest.New()
+		conn := db.Conn()
+		opts := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(20 * time.Second), dynamolock.WithHeartbeatPeriod(5 * time.Second)}
+		c := newClient(t, conn, opts...)
+		other := newClient(t, db.Conn(), opts...)
+		if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+			t.Fatal(err)
+		}
+
+		// Do: the work's context is cancelled when the lock is lost.
+		err := c.Do(ctx, "job", func(ctx context.Context, l *dynamolock.Lock) error {
+			conn.Partition()
+			<-ctx.Done()
+			conn.Heal()
+			return context.Cause(ctx)
+		})
+		if !errors.Is(err, dynamolock.ErrLockLost) {
+			t.Fatalf("Do: %v, want ErrLockLost", err)
+		}
+
+		// A semaphore of two slots.
+		sem, err := c.NewSemaphore("pool", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := sem.Acquire(ctx, dynamolock.FailIfLocked()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := sem.Acquire(ctx, dynamolock.FailIfLocked()); err == nil {
+			t.Fatal("a third slot of a semaphore of two")
+		}
+
+		// All or nothing: one of the keys is held elsewhere.
+		if _, err := other.AcquireLockWithContext(ctx, "b"); err != nil {
+			t.Fatal(err)
+		}
+		before := conn.Calls()["TransactWriteItems"]
+		if _, err := c.AcquireLocks(ctx, []string{"a", "b"}, dynamolock.FailIfLocked()); err == nil {
+			t.Fatal("AcquireLocks took a key held by another client")
+		}
+		if conn.Calls()["TransactWriteItems"] == before {
+			t.Fatal("AcquireLocks did not use TransactWriteItems")
+		}
+		if ls, err := c.AcquireLocks(ctx, []string{"a", "c"}); err != nil || len(ls) != 2 {
+			t.Fatalf("AcquireLocks of free keys: %v", err)
+		}
+
+		// Listings.
+		n := 0
+		for l, err := range c.AllLocks(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.OwnerName() == "" {
+				t.Fatal("a listed lock without an owner")
+			}
+			n++
+		}
+		if n != len(db.Items("locks")) {
+			t.Fatalf("AllLocks listed %d locks, the table has %d items", n, len(db.Items("locks")))
+		}
+		for l, err := range c.LocksByPartitionKey(ctx, "b") {
+			if err != nil || l.OwnerName() != other.OwnerName() {
+				t.Fatalf("LocksByPartitionKey: %v, %v", l, err)
+			}
+		}
+	})
+}
