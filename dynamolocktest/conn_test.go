@@ -305,3 +305,34 @@ func TestZeroValuesPanicWithAMessage(t *testing.T) {
 		}()
 	}
 }
+
+// A slow connection under the library's concurrent use of one lock
+// (heartbeats from the scheduler and by hand, a read, a release) still
+// runs in virtual time: no request is waited for under a lock that would
+// keep the bubble from advancing its clock.
+func TestDelayUnderConcurrentUse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, conn, c := setUp(t, dynamolock.WithLeaseDuration(20*time.Second), dynamolock.WithHeartbeatPeriod(5*time.Second))
+		conn.Delay(2 * time.Second)
+		l, err := c.AcquireLockWithContext(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() { _ = c.SendHeartbeatWithContext(ctx, l) })
+		}
+		wg.Go(func() { _, _ = c.GetWithContext(ctx, "k") })
+		time.Sleep(time.Minute) // scheduled heartbeats
+		if l.Err() != nil {
+			t.Fatalf("the lock was lost on a slow connection: %v", l.Err())
+		}
+		wg.Go(func() { _, _ = c.ReleaseLockWithContext(ctx, l) })
+		wg.Go(func() { _ = c.SendHeartbeatWithContext(ctx, l) })
+		wg.Wait()
+		if !l.IsReleased() {
+			t.Fatal("not released")
+		}
+	})
+}
