@@ -336,3 +336,32 @@ func TestDelayUnderConcurrentUse(t *testing.T) {
 		}
 	})
 }
+
+// Heartbeats whose answers are lost, or that are throttled, do not lose
+// the lock: the library retries them within the lease, and a retry of a
+// heartbeat that landed succeeds.
+func TestHeartbeatsSurviveLostAnswersAndThrottling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		db, conn, c := setUp(t, dynamolock.WithLeaseDuration(20*time.Second), dynamolock.WithHeartbeatPeriod(5*time.Second))
+		l, err := c.AcquireLockWithContext(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rvn := func() string { return db.Items("locks")[0]["recordVersionNumber"].(*types.AttributeValueMemberS).Value }
+		first := rvn()
+		conn.LoseAnswers(3)
+		time.Sleep(time.Minute)
+		conn.Throttle(3)
+		time.Sleep(time.Minute)
+		if l.Err() != nil {
+			t.Fatalf("lost: %v", l.Err())
+		}
+		if rvn() == first {
+			t.Fatal("no heartbeat landed")
+		}
+		if n := conn.Calls()["UpdateItem"]; n < 24 {
+			t.Fatalf("%d UpdateItems in two minutes of 5 s heartbeats", n)
+		}
+	})
+}
