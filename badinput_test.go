@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 )
 
 // badInput is one bad input to the public API and the error it must get:
@@ -34,10 +35,17 @@ type narrowDB struct{ dynamolock.DynamoDBClient }
 // TestBadInput is the table of every bad input the API can receive. Each
 // one fails fast with a typed error that names the bad value, and no
 // DynamoDB call is made.
+//
+// It needs no DynamoDB Local: none of these calls may reach DynamoDB, and
+// the few the setup makes run on an in-memory DynamoDB (dynamolocktest)
+// whose connection counts them.
 func TestBadInput(t *testing.T) {
-	table := newTable(t, "")
-	db, calls := newDB(t)
 	ctx := context.Background()
+	table := "bad_input"
+	db := dynamolocktest.New().Conn()
+	admin := newClient(t, db, table)
+	_, err := admin.CreateTableWithContext(ctx, table)
+	require.NoError(t, err)
 	// A lease far longer than the run, so that no heartbeat of the held
 	// locks falls among the calls counted below.
 	quiet := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(time.Minute), dynamolock.WithHeartbeatPeriod(20 * time.Second)}
@@ -68,9 +76,6 @@ func TestBadInput(t *testing.T) {
 	narrow := newClient(t, narrowDB{db}, table)
 	noDefaultSortKey := newClient(t, db, table, dynamolock.WithSortKey("sk", ""))
 	fresh := table + "_fresh" // CreateTable must not create it
-	t.Cleanup(func() {
-		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &fresh})
-	})
 	big := make([]byte, 400*1024)
 	bigS := strings.Repeat("x", 400*1024)
 
@@ -267,7 +272,7 @@ func TestBadInput(t *testing.T) {
 
 	for _, in := range inputs {
 		t.Run(in.name, func(t *testing.T) {
-			calls.reset()
+			before := db.Calls()
 			err := in.call()
 			require.Error(t, err, "bad input accepted")
 			assert.ErrorIs(t, err, in.want)
@@ -281,7 +286,7 @@ func TestBadInput(t *testing.T) {
 				assert.Contains(t, err.Error(), in.names, "the error names the bad input")
 			}
 			assert.True(t, strings.HasPrefix(err.Error(), "dynamolock: "), "message prefix: %q", err.Error())
-			assert.Zero(t, calls.total(), "bad input reached DynamoDB: %v", calls.reset())
+			assert.Equal(t, before, db.Calls(), "bad input reached DynamoDB")
 		})
 	}
 	// Nothing above disturbed the locks that were held.
@@ -321,19 +326,22 @@ func TestInvalidUTF8OwnerNamesLetTwoOwnersIn(t *testing.T) {
 // writes to the other client's table instead, and the condition failure
 // there marks the holder's lock lost although it is still held.
 func TestReleaseThroughAnotherClientWithTheSameOwnerName(t *testing.T) {
-	table, table2 := newTable(t, ""), newTable(t, "")
-	db, calls := newDB(t)
 	ctx := context.Background()
-	holder := newClient(t, db, table, append(fast, dynamolock.WithOwnerName("host-1"))...)
-	stranger := newClient(t, db, table2, append(fast, dynamolock.WithOwnerName("host-1"))...)
+	db := dynamolocktest.New().Conn()
+	holder := newClient(t, db, "table1", append(fast, dynamolock.WithOwnerName("host-1"))...)
+	stranger := newClient(t, db, "table2", append(fast, dynamolock.WithOwnerName("host-1"))...)
+	for _, name := range []string{"table1", "table2"} {
+		_, err := holder.CreateTableWithContext(ctx, name)
+		require.NoError(t, err)
+	}
 	l, err := holder.AcquireLockWithContext(ctx, "k")
 	require.NoError(t, err)
 
-	calls.reset()
+	before := db.Calls()
 	ok, err := stranger.ReleaseLockWithContext(ctx, l)
 	assert.False(t, ok)
 	assert.ErrorIs(t, err, dynamolock.ErrOwnerMismatched, "a lock is released by the client that holds it")
-	assert.Zero(t, calls.total(), "no call is made")
+	assert.Equal(t, before, db.Calls(), "no call is made")
 	assert.NoError(t, l.Err(), "the holder's lock is still held")
 	assert.ErrorIs(t, stranger.SendHeartbeatWithContext(ctx, l), dynamolock.ErrOwnerMismatched, "as SendHeartbeat already refuses it")
 }
