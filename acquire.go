@@ -280,7 +280,12 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 					}
 				}
 			case stepAdopt:
-				return a.adopt(ctx, w, a.attempts[w.v.rec.rvn])
+				if locks, err := a.adopt(ctx, w, a.attempts[w.v.rec.rvn]); locks != nil || err != nil {
+					return locks, err
+				}
+				if l, err := a.decideAll(ctx); l != nil || err != nil { // adopted too late: decided anew
+					return one(l, err)
+				}
 			case stepJoin:
 				if err := a.join(ctx, w); err != nil {
 					return nil, err

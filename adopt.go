@@ -85,6 +85,16 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 			locks[i].monitor = &own
 		}
 	}
+	if !time.Now().Before(at.sent.Add(at.lease)) {
+		// The read-backs ended after the lease the transaction granted ran
+		// out (a pause, slow reads): another acquisition may have taken a
+		// key over since its read. Take the items anew rather than return
+		// locks already lost; undo covers the call if it gives up.
+		for _, w := range a.watches {
+			w.forget()
+		}
+		return nil, nil
+	}
 	clear(a.attempts) // from here on the locks release themselves
 	c.inflight.Delete(rvn)
 	for i, l := range locks {

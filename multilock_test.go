@@ -354,3 +354,20 @@ func TestAcquireLocksLostTransactionAnswerIsUndone(t *testing.T) {
 		})
 	}
 }
+
+// The read-backs after a committed transaction end after the lease it
+// granted (a slow read): the keys are taken anew rather than returned as
+// locks whose lease is already over.
+func TestAcquireLocksReadBackPastTheLease(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	slow := &faults.Rule{Op: "GetItem", Times: 1, Before: faults.Sleep(1200 * time.Millisecond)} // fast: lease 1 s
+	m := newClient(t, faults.Wrap(db, slow), table, fast...)
+	locks, err := m.AcquireLocks(context.Background(), []string{"a", "b"}, dynamolock.WithRefreshPeriod(100*time.Millisecond))
+	require.NoError(t, err)
+	for _, l := range locks {
+		require.NoError(t, l.Err(), "%s: a lock returned is held", l.PartitionKey())
+		require.False(t, l.IsExpired())
+	}
+	require.Equal(t, 2, probeHeld(t, db, table, m.OwnerName(), []string{"a", "b"}))
+}
