@@ -74,7 +74,7 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 	case o.lease < 0:
 		return invalid("WithLockLease", o.lease, "must be positive")
 	case c.heartbeatPeriod > 0 && o.lease/2 < c.heartbeatPeriod:
-		return invalid("WithLockLease", o.lease, "must be at least twice the heartbeat period %s", c.heartbeatPeriod)
+		return invalid("WithLockLease", o.lease, "must be at least twice %s", c.heartbeatPeriodText())
 	}
 	sk, err := c.resolveSortKey(o.sortKey)
 	if err != nil {

@@ -370,3 +370,44 @@ func TestExtremeDurations(t *testing.T) {
 		assert.LessOrEqual(t, calls.reset()["GetItem"], 5, "GetItem calls in one second")
 	})
 }
+
+// Issue 22: an option combination that does not fit is blamed on the
+// option the caller set, not on one left at its default. Before,
+// WithHeartbeatPeriod(15s) alone read `invalid WithLeaseDuration 20s`.
+func TestInvalidCombinationNamesTheOptionSet(t *testing.T) {
+	db, calls := newDB(t)
+	for _, tc := range []struct {
+		name     string
+		opts     []dynamolock.ClientOption
+		option   string // InvalidArgumentError.Name
+		contains []string
+	}{
+		{"heartbeat period over half the default lease", []dynamolock.ClientOption{dynamolock.WithHeartbeatPeriod(15 * time.Second)},
+			"WithHeartbeatPeriod", []string{"invalid WithHeartbeatPeriod 15s", "lease duration 20s (the default", "WithLeaseDuration"}},
+		{"lease under twice the default heartbeat period", []dynamolock.ClientOption{dynamolock.WithLeaseDuration(9 * time.Second)},
+			"WithLeaseDuration", []string{"invalid WithLeaseDuration 9s", "heartbeat period 5s (the default", "WithHeartbeatPeriod"}},
+		{"both set", []dynamolock.ClientOption{dynamolock.WithLeaseDuration(3 * time.Second), dynamolock.WithHeartbeatPeriod(2 * time.Second)},
+			"WithLeaseDuration", []string{"invalid WithLeaseDuration 3s", "WithHeartbeatPeriod 2s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := dynamolock.New(db, "locks", tc.opts...)
+			var ie *dynamolock.InvalidArgumentError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, tc.option, ie.Name, "%v", err)
+			for _, s := range tc.contains {
+				assert.Contains(t, err.Error(), s)
+			}
+		})
+	}
+
+	// Per-lock leases are checked against a heartbeat period the caller may
+	// not have set: the message says where it comes from.
+	c := newClient(t, db, "locks")
+	_, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithLockLease(3*time.Second))
+	require.ErrorIs(t, err, dynamolock.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "invalid WithLockLease 3s: must be at least twice the heartbeat period 5s (the default")
+	c = newClient(t, db, "locks", dynamolock.WithLeaseDuration(10*time.Second), dynamolock.WithHeartbeatPeriod(2*time.Second))
+	_, err = c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithLockLease(3*time.Second))
+	assert.ErrorContains(t, err, "at least twice the WithHeartbeatPeriod 2s")
+	assert.Zero(t, calls.total())
+}

@@ -49,6 +49,7 @@ type Client struct {
 	ownerName                    string
 	leaseDuration                time.Duration
 	heartbeatPeriod              time.Duration
+	leaseSet, heartbeatSet       bool // WithLeaseDuration / WithHeartbeatPeriod given: errors name what the caller set
 	heartbeatConcurrency         int
 	heartbeatAdmission           float64
 	holdLockOnServiceUnavailable bool
@@ -148,8 +149,7 @@ func (c *Client) validate() error {
 	case c.heartbeatPeriod < 0:
 		return invalid("WithHeartbeatPeriod", c.heartbeatPeriod, "must not be negative (0 disables heartbeats)")
 	case c.heartbeatPeriod > 0 && c.leaseDuration/2 < c.heartbeatPeriod:
-		return invalid("WithLeaseDuration", c.leaseDuration,
-			"must be at least twice the heartbeat period %s, or locks may expire while a heartbeat is late", c.heartbeatPeriod)
+		return c.leaseHeartbeatMismatch()
 	case c.heartbeatConcurrency < 1 || c.heartbeatConcurrency > 1024:
 		return invalid("WithHeartbeatConcurrency", c.heartbeatConcurrency, "must be between 1 and 1024")
 	case !(c.heartbeatAdmission >= 0 && c.heartbeatAdmission <= 1): // NaN too
@@ -166,6 +166,31 @@ func (c *Client) validate() error {
 		}
 	}
 	return nil
+}
+
+// leaseHeartbeatMismatch is the error for a lease under twice the heartbeat
+// period, naming the option the caller set rather than one left at its
+// default.
+func (c *Client) leaseHeartbeatMismatch() error {
+	const why = "or locks may expire while a heartbeat is late"
+	switch {
+	case c.heartbeatSet && !c.leaseSet:
+		return invalid("WithHeartbeatPeriod", c.heartbeatPeriod,
+			"must be at most half the lease duration %s (the default; set a longer one with WithLeaseDuration), %s", c.leaseDuration, why)
+	case c.leaseSet && !c.heartbeatSet:
+		return invalid("WithLeaseDuration", c.leaseDuration,
+			"must be at least twice the heartbeat period %s (the default; set a shorter one with WithHeartbeatPeriod), %s", c.heartbeatPeriod, why)
+	}
+	return invalid("WithLeaseDuration", c.leaseDuration, "must be at least twice the WithHeartbeatPeriod %s, %s", c.heartbeatPeriod, why)
+}
+
+// heartbeatPeriodText describes the heartbeat period for an error about an
+// option that must be at least twice it.
+func (c *Client) heartbeatPeriodText() string {
+	if c.heartbeatSet {
+		return "the WithHeartbeatPeriod " + c.heartbeatPeriod.String()
+	}
+	return "the heartbeat period " + c.heartbeatPeriod.String() + " (the default; WithHeartbeatPeriod sets it)"
 }
 
 // lockAttribute reports whether name is one of the lock item's own
