@@ -138,11 +138,28 @@ func TestFirstHourErrors(t *testing.T) {
 	}
 	rows = append(rows,
 		schemaRow("table keyed on another attribute", byID, nil, `partition key "key" (S)`, `partition key "id" (S)`),
-		schemaRow("partition key of type N", numeric, nil, `partition key "key" (S)`, `partition key "key" (N)`),
 		schemaRow("client with a sort key, table without one", noSort, []dynamolock.ClientOption{dynamolock.WithSortKey("sk", "v")},
 			`sort key "sk" (S)`, `the table has partition key "key" (S) and no sort key`),
 		schemaRow("client without a sort key, table with one", withSort, nil,
 			`the client uses partition key "key" (S) and no sort key`, `sort key "sk" (S)`),
+	)
+	// A key of another type: no option fixes it, and the message names
+	// the types instead of advising WithPartitionKeyName (issue 22).
+	typeRow := func(name, table string, contains []string, extra func(*testing.T, error)) row {
+		c := newClient(t, db, table)
+		return row{name: name, run: func(*testing.T) error { _, err := c.AcquireLockWithContext(ctx, "k"); return err },
+			sentinel: dynamolock.ErrKeySchemaMismatch, as: asKeySchema, contains: append([]string{table}, contains...), extra: extra}
+	}
+	numericID := rawTable(t, db, [2]string{"id", "N"})
+	rows = append(rows,
+		typeRow("partition key of type N", numeric, []string{`partition key "key" (S)`, `partition key "key" (N)`,
+			`partition key "key" is of type N, expected S`, "no option changes that", "of type S"},
+			func(t *testing.T, err error) {
+				assert.NotContains(t, err.Error(), "WithPartitionKeyName", "no option can fix a key type")
+				assert.NotContains(t, err.Error(), "WithSortKey")
+			}),
+		typeRow("partition key of another name and type N", numericID, []string{`partition key "id" (N)`,
+			`partition key "id" is of type N, expected S`, "WithPartitionKeyName and WithSortKey can match the table's key names but not its key types"}, nil),
 	)
 	getOnByID := newClient(t, db, byID)
 	rows = append(rows, row{name: "table keyed on another attribute: Get", run: func(*testing.T) error {
