@@ -200,6 +200,20 @@ func TestFirstHourErrors(t *testing.T) {
 			_, err := self.AcquireLockWithContext(ctx, "mine", dynamolock.WithRefreshPeriod(100*time.Millisecond))
 			return err
 		}, as: asTimeout, contains: []string{`"mine"`, self.OwnerName(), "this client's own owner name", "WithReentrant"}},
+		row{name: "acquiring a key this client holds, FailIfLocked", run: func(*testing.T) error {
+			_, err := self.AcquireLockWithContext(ctx, "mine", dynamolock.FailIfLocked())
+			return err
+		}, contains: []string{`"mine"`, self.OwnerName(), "this client's own owner name", "held by this client", "WithReentrant"},
+			extra: func(t *testing.T, err error) {
+				var held *dynamolock.LockHeldError
+				require.ErrorAs(t, err, &held)
+				assert.Equal(t, self.OwnerName(), held.Owner)
+			}},
+		row{name: "acquiring a key another client holds, FailIfLocked", run: func(*testing.T) error {
+			_, err := self.AcquireLockWithContext(ctx, "theirs", dynamolock.FailIfLocked())
+			return err
+		}, contains: []string{`"theirs"`, theirs.OwnerName()},
+			extra: func(t *testing.T, err error) { assert.NotContains(t, err.Error(), "WithReentrant") }},
 		row{name: "acquiring a key another client holds", run: func(*testing.T) error {
 			_, err := self.AcquireLockWithContext(ctx, "theirs", dynamolock.WithRefreshPeriod(100*time.Millisecond))
 			return err
