@@ -365,3 +365,43 @@ func TestSessionMonitorAcceptsWhatV2Accepts(t *testing.T) {
 	}
 	assert.Zero(t, calls.total())
 }
+
+// Issue 22: v2's TestInvalidReleases and TestSortKeyInvalidReleases, as
+// their behaviour is described: releasing a zero Lock returns
+// ErrOwnerMismatched itself (v2 code compares it with ==), makes no
+// DynamoDB call, and leaves held locks alone; a nil lock is an error; a
+// second Close of a lock fails; Close of a nil lock is
+// ErrCannotReleaseNullLock.
+func TestInvalidReleasesAsV2(t *testing.T) {
+	ctx := context.Background()
+	for _, sortKey := range []string{"", "sortkey"} {
+		t.Run("sort key "+sortKey, func(t *testing.T) {
+			table := newTable(t, sortKey)
+			db, calls := newDB(t)
+			opts := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(3 * time.Second), dynamolock.WithHeartbeatPeriod(time.Second)}
+			if sortKey != "" {
+				opts = append(opts, dynamolock.WithSortKey(sortKey, "sortvalue"))
+			}
+			c := newClient(t, db, table, opts...)
+			held, err := c.AcquireLockWithContext(ctx, "held")
+			require.NoError(t, err)
+
+			calls.reset()
+			released, err := c.ReleaseLock(&dynamolock.Lock{})
+			assert.False(t, released)
+			assert.True(t, err == dynamolock.ErrOwnerMismatched, "v2 compares with ==: %v", err) //nolint:errorlint // as v2's test does
+			assert.Zero(t, calls.total(), "no DynamoDB call")
+			assert.NoError(t, held.Err())
+
+			var nilLock *dynamolock.Lock
+			_, err = c.ReleaseLock(nilLock)
+			assert.ErrorIs(t, err, dynamolock.ErrCannotReleaseNullLock)
+			assert.ErrorIs(t, nilLock.Close(), dynamolock.ErrCannotReleaseNullLock)
+
+			l, err := c.AcquireLockWithContext(ctx, "duplicatedLockRelease")
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+			assert.Error(t, l.Close(), "a second close fails")
+		})
+	}
+}
