@@ -16,9 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/gofrs/uuid/v5"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/arielsrv/dynamolock/v2/internal/uuid"
 )
 
 // DynamoDBClient is the part of the DynamoDB API the lock client needs, with
@@ -219,10 +218,16 @@ func isNil(v any) bool {
 
 func defaultOwnerName() string {
 	host, _ := os.Hostname()
-	return host + uuid.New()
+	return host + newUUID()
 }
 
-func newRVN() string { return uuid.New() }
+func newRVN() string { return newUUID() }
+
+// newUUID returns a random (version 4) UUID in its canonical 36-character
+// form. Its bits come from crypto/rand, which does not fail (Go 1.24+);
+// should it ever, every client would write the same nil UUID, so it panics
+// instead.
+func newUUID() string { return uuid.Must(uuid.NewV4()).String() }
 
 // OwnerName returns the owner name this client writes into its locks.
 func (c *Client) OwnerName() string { return c.ownerName }
