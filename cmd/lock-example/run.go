@@ -168,7 +168,7 @@ wait:
 		defer cancel()
 		view, err := r.client.GetWithContext(ctx, r.name)
 		if err != nil {
-			r.logf("lock %q not acquired within --timeout %s: %v", r.name, r.cfg.timeout, err)
+			r.logf("lock %q not acquired within --timeout %s: %s", r.name, r.cfg.timeout, explain(r.cfg, r.db, err))
 			return nil, exitSetup
 		}
 		r.logf("lock %q not acquired within --timeout %s: held by %q", r.name, r.cfg.timeout, view.OwnerName())
@@ -180,7 +180,7 @@ wait:
 		r.logf("lock %q is busy: %v", r.name, a.err)
 		return nil, exitBusy
 	case a.err != nil:
-		r.logf("%v", a.err)
+		r.logf("%s", explain(r.cfg, r.db, a.err))
 		return nil, exitSetup
 	}
 	return a.lock, exitOK
