@@ -93,7 +93,9 @@ through show and list. When it fails (non-zero status, or killed by a
 signal), the lock is kept for one more lease, renewed, so that a failed job
 is not at once run again elsewhere, then released, and lock-example exits;
 SIGINT, SIGTERM, SIGHUP or SIGQUIT end that wait early. --release-on-error
-releases it at once.
+releases it at once. A command that ends after lock-example got one of
+those four signals (Ctrl-C) was asked to stop, not failed: once no process
+of its group is left, the lock is released at once.
 
 A held lock makes lock-example exit at once with 75, unless
 --wait-for-lock: then it waits until the lock is released, or taken over

@@ -230,6 +230,10 @@ type outcome struct {
 	lost     bool // the lock was lost or not renewed in time: the command was stopped
 	notRun   bool // the command could not be started; code says why
 	leftover bool // processes of the command's group outlived SIGKILL
+	// interrupted is the last signal that ends a hold (SIGINT, SIGTERM,
+	// SIGHUP, SIGQUIT) lock-example received while the job ran: the job
+	// ended because someone asked it to, not as a failure to hold against.
+	interrupted os.Signal
 }
 
 // commandEnv is the command's environment.
@@ -279,6 +283,9 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 	case o.leftover:
 		r.logf("keeping lock %q for one lease (%s), renewed, before releasing it", r.name, r.t.lease)
 		r.hold(k)
+	case o.interrupted != nil:
+		r.logf("the command ended after %v (status %d) and no process of its group is left: releasing lock %q now",
+			o.interrupted, o.code, r.name)
 	case o.code != 0 && !r.cfg.releaseOnError:
 		r.logf("the command failed (status %d): keeping lock %q for one lease (%s), renewed, before releasing it (--release-on-error releases it at once)",
 			o.code, r.name, r.t.lease)
