@@ -251,7 +251,7 @@ func TestBadInput(t *testing.T) {
 		{"AcquireLock: key not valid UTF-8", acquire("k\xff"), inv, "key"},
 		{"Get: key not valid UTF-8", func() error { _, err := c.GetWithContext(ctx, "k\xff"); return err }, inv, "key"},
 		{"LocksByPartitionKey: key not valid UTF-8", listed(c.LocksByPartitionKey(ctx, "k\xff")), inv, "key"},
-		{"AcquireLock: additional attributes over 400 KB", acquire("k", attr("big", s(bigS))), inv, "WithAdditionalAttributes"},
+		{"AcquireLock: additional attributes over 400 KB", acquire("k", attr("big", s(bigS))), inv, "WithAdditionalAttributes \"409603 bytes of additional attributes\""},
 		{"New: heartbeat period whose double overflows", newErr(db, table, dynamolock.WithLeaseDuration(time.Second),
 			dynamolock.WithHeartbeatPeriod(math.MaxInt64/2+1)), inv, "WithLeaseDuration"},
 		{"SendHeartbeat: lease to ensure under twice the heartbeat period", beat(held, dynamolock.WithLeaseDurationToEnsure(100*time.Millisecond)), inv, "WithLeaseDurationToEnsure"},
