@@ -52,9 +52,9 @@
 //     ([WithLeaseDuration], [WithHeartbeatPeriod], [DisableHeartbeat],
 //     [WithHeartbeatConcurrency], [WithHeartbeatAdmission],
 //     [WithHoldLockOnServiceUnavailable]); taking over dead holders
-//     ([WithClockSkewBound], [WithMaxLockObservationCacheSize]); logs and
-//     metrics ([WithSlog], [WithLogger], [WithContextLogger],
-//     [WithMeterProvider]).
+//     ([WithClockSkewBound], [WithMaxLockObservationCacheSize]); global
+//     tables ([WithSingleWriterRegion]); logs and metrics ([WithSlog],
+//     [WithLogger], [WithContextLogger], [WithMeterProvider]).
 //   - Acquisition, given to [Client.AcquireLockWithContext], [Client.Do],
 //     [Client.AcquireLocks] and [Semaphore.Acquire]
 //     ([AcquireLockOption]): how to wait ([FailIfLocked],
