@@ -136,7 +136,7 @@ func TestBadInput(t *testing.T) {
 		{"AcquireLock: no sort key value where the client has no default", func() error {
 			_, err := noDefaultSortKey.AcquireLockWithContext(ctx, "k")
 			return err
-		}, inv, "WithSortKeyValue"},
+		}, inv, `invalid WithSortKey value "": gives the client's sort key "sk" no default value: every acquisition must give one with WithSortKeyValue`},
 		{"AcquireLock: empty sort key value", acquire("k", dynamolock.WithSortKeyValue("")), inv, "WithSortKeyValue"},
 		{"AcquireLock: sort key value on a client without a sort key", acquire("k", dynamolock.WithSortKeyValue("v")), inv, "WithSortKeyValue"},
 		{"AcquireLock: lease under twice the heartbeat period", acquire("k", dynamolock.WithLockLease(time.Millisecond)), inv, "WithLockLease"},
