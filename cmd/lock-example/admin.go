@@ -176,20 +176,57 @@ func tableSortKey(ctx context.Context, db *dynamodb.Client, table string) (strin
 // explain returns err as lock-example reports it: a missing table is
 // named with the way to create it from the command line.
 func explain(cfg *config, db *dynamodb.Client, err error) string {
-	var missing *types.ResourceNotFoundException
-	if !errors.Is(err, dynamolock.ErrTableNotFound) && !errors.As(err, &missing) {
-		return err.Error()
-	}
-	where := "in region " + db.Options().Region
-	if ep := aws.ToString(db.Options().BaseEndpoint); ep != "" {
-		where = "at " + ep
-	}
 	create := "lock-example create-table"
 	if cfg.table != defaultTable {
 		create = fmt.Sprintf("lock-example --table %s create-table", cfg.table)
 	}
-	return fmt.Sprintf("table %q not found %s: create it with `%s`, or check --table, the endpoint and the region",
-		cfg.table, where, create)
+	var missing *types.ResourceNotFoundException
+	var schema *dynamolock.KeySchemaError
+	switch {
+	case errors.Is(err, dynamolock.ErrTableNotFound) || errors.As(err, &missing):
+		where := "in region " + db.Options().Region
+		if ep := aws.ToString(db.Options().BaseEndpoint); ep != "" {
+			where = "at " + ep
+		}
+		return fmt.Sprintf("table %q not found %s: create it with `%s`, or check --table, the endpoint and the region",
+			cfg.table, where, create)
+	case errors.As(err, &schema) && schema.Found != nil:
+		// The library's advice names its Go options; say it with flags.
+		var b strings.Builder
+		fmt.Fprintf(&b, "table %q is not keyed as lock-example expects: it uses %s; the table has %s",
+			cfg.table, keyNames(schema.Expected), keyNames(schema.Found))
+		typed := false
+		for _, k := range schema.Found {
+			if k.Type != "" && k.Type != types.ScalarAttributeTypeS {
+				typed = true
+				role := "partition key"
+				if k.KeyType == types.KeyTypeRange {
+					role = "sort key"
+				}
+				fmt.Fprintf(&b, "; the table's %s %q is of type %s, expected S", role, k.Name, k.Type)
+			}
+		}
+		if typed {
+			fmt.Fprintf(&b, "; lock keys are strings: use a table whose key attributes are of type S (`%s` makes one under another --table name)", create)
+		} else {
+			b.WriteString("; set --partition-key-name and --sort-key NAME=VALUE to match it, or use another --table")
+		}
+		return b.String()
+	}
+	return err.Error()
+}
+
+// keyNames describes a key schema, e.g. `partition key "key" (S) and no
+// sort key`.
+func keyNames(keys []dynamolock.KeyAttribute) string {
+	parts := make([]string, 0, 2)
+	for _, k := range keys {
+		parts = append(parts, k.String())
+	}
+	if len(keys) < 2 {
+		parts = append(parts, "no sort key")
+	}
+	return strings.Join(parts, " and ")
 }
 
 // ensureTable creates the table unless it exists.

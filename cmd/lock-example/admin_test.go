@@ -3,9 +3,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // TestInspection covers create-table, list, show and force-release.
@@ -156,5 +161,45 @@ func TestListSortKeyTheTableLacks(t *testing.T) {
 		if s := p.stderr.String(); !strings.Contains(s, tc.want) || strings.Contains(s, "malformed") {
 			t.Errorf("%v: stderr does not say %q:\n%s", tc.args, tc.want, s)
 		}
+	}
+}
+
+// TestKeySchemaHintNamesFlags: a table keyed otherwise is explained with
+// lock-example's flags, not the library's Go options.
+func TestKeySchemaHintNamesFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, attr, typ string
+		want            []string
+	}{
+		{"keyed on another attribute", "id", "S", []string{`the table has partition key "id" (S)`, "set --partition-key-name and --sort-key"}},
+		{"key of type N", "key", "N", []string{`the table's partition key "key" is of type N, expected S`, "create-table"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			table := tableName(t)
+			_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+				TableName:            aws.String(table),
+				BillingMode:          types.BillingModePayPerRequest,
+				KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(tc.attr), KeyType: types.KeyTypeHash}},
+				AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(tc.attr), AttributeType: types.ScalarAttributeType(tc.typ)}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{flagsFor(table, "k", "true"), {"--table", table, "show", "k"}} {
+				p := runTool(t, args...)
+				wantCode(t, p, exitSetup)
+				s := p.stderr.String()
+				for _, w := range tc.want {
+					if !strings.Contains(s, w) {
+						t.Errorf("%v: stderr does not say %q:\n%s", args, w, s)
+					}
+				}
+				if strings.Contains(s, "WithPartitionKeyName") {
+					t.Errorf("%v: stderr names a Go option:\n%s", args, s)
+				}
+			}
+		})
 	}
 }
