@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -226,10 +227,18 @@ func defaultOwnerName() string {
 func newRVN() string { return newUUID() }
 
 // newUUID returns a random (version 4) UUID in its canonical 36-character
-// form. Its bits come from crypto/rand, which does not fail (Go 1.24+);
-// should it ever, every client would write the same nil UUID, so it panics
-// instead.
-func newUUID() string { return uuid.Must(uuid.NewV4()).String() }
+// form: one allocation, the string. Its bits come from crypto/rand, as
+// uuid.NewV4's do, but read into a uuid.UUID on the stack: NewV4 reads
+// through an io.Reader, which moves the UUID to the heap, a second
+// allocation on every acquisition and heartbeat. crypto/rand.Read does not
+// fail (Go 1.24+).
+func newUUID() string {
+	var u uuid.UUID
+	_, _ = rand.Read(u[:])
+	u.SetVersion(uuid.V4)
+	u.SetVariant(uuid.VariantRFC9562)
+	return u.String()
+}
 
 // OwnerName returns the owner name this client writes into its locks.
 func (c *Client) OwnerName() string { return c.ownerName }
