@@ -156,7 +156,10 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("gave up after waiting %s", e.Age)
 }
 
-// LockHeldError tells who holds a lock that could not be acquired.
+// LockHeldError tells who holds a lock that could not be acquired. When
+// Owner is the acquiring client's own owner name (the key is held by this
+// client, or by another with the same owner name), the message says so and
+// names [WithReentrant].
 type LockHeldError struct {
 	Key           string
 	Owner         string
