@@ -62,12 +62,12 @@ func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ..
 			return false, err
 		}
 	}
-	if !lock.owned && !lock.readOnly {
+	if lock.kind == zeroLock {
 		// A zero Lock names no owner, so not this client's: v2's answer,
 		// which v2 code compares with ==.
 		return false, ErrOwnerMismatched
 	}
-	if lock.readOnly {
+	if lock.kind == lockView {
 		return c.forceRelease(ctx, lock, o)
 	}
 	return c.releaseLock(ctx, lock, o)
