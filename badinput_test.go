@@ -141,7 +141,7 @@ func TestBadInput(t *testing.T) {
 		{"AcquireLock: no sort key value where the client has no default", func() error {
 			_, err := noDefaultSortKey.AcquireLockWithContext(ctx, "k")
 			return err
-		}, inv, "WithSortKeyValue"},
+		}, inv, `invalid WithSortKey value "": gives the client's sort key "sk" no default value: every acquisition must give one with WithSortKeyValue`},
 		{"AcquireLock: empty sort key value", acquire("k", dynamolock.WithSortKeyValue("")), inv, "WithSortKeyValue"},
 		{"AcquireLock: sort key value on a client without a sort key", acquire("k", dynamolock.WithSortKeyValue("v")), inv, "WithSortKeyValue"},
 		{"AcquireLock: lease under twice the heartbeat period", acquire("k", dynamolock.WithLockLease(time.Millisecond)), inv, "WithLockLease"},
@@ -256,7 +256,7 @@ func TestBadInput(t *testing.T) {
 		{"AcquireLock: key not valid UTF-8", acquire("k\xff"), inv, "key"},
 		{"Get: key not valid UTF-8", func() error { _, err := c.GetWithContext(ctx, "k\xff"); return err }, inv, "key"},
 		{"LocksByPartitionKey: key not valid UTF-8", listed(c.LocksByPartitionKey(ctx, "k\xff")), inv, "key"},
-		{"AcquireLock: additional attributes over 400 KB", acquire("k", attr("big", s(bigS))), inv, "WithAdditionalAttributes"},
+		{"AcquireLock: additional attributes over 400 KB", acquire("k", attr("big", s(bigS))), inv, "WithAdditionalAttributes \"409603 bytes of additional attributes\""},
 		{"New: heartbeat period whose double overflows", newErr(db, table, dynamolock.WithLeaseDuration(time.Second),
 			dynamolock.WithHeartbeatPeriod(math.MaxInt64/2+1)), inv, "WithLeaseDuration"},
 		{"SendHeartbeat: lease to ensure under twice the heartbeat period", beat(held, dynamolock.WithLeaseDurationToEnsure(100*time.Millisecond)), inv, "WithLeaseDurationToEnsure"},
@@ -377,4 +377,45 @@ func TestExtremeDurations(t *testing.T) {
 		// item could turn stale, a handful of times, not hundreds.
 		assert.LessOrEqual(t, calls.reset()["GetItem"], 5, "GetItem calls in one second")
 	})
+}
+
+// Issue 22: an option combination that does not fit is blamed on the
+// option the caller set, not on one left at its default. Before,
+// WithHeartbeatPeriod(15s) alone read `invalid WithLeaseDuration 20s`.
+func TestInvalidCombinationNamesTheOptionSet(t *testing.T) {
+	db, calls := newDB(t)
+	for _, tc := range []struct {
+		name     string
+		opts     []dynamolock.ClientOption
+		option   string // InvalidArgumentError.Name
+		contains []string
+	}{
+		{"heartbeat period over half the default lease", []dynamolock.ClientOption{dynamolock.WithHeartbeatPeriod(15 * time.Second)},
+			"WithHeartbeatPeriod", []string{"invalid WithHeartbeatPeriod 15s", "lease duration 20s (the default", "WithLeaseDuration"}},
+		{"lease under twice the default heartbeat period", []dynamolock.ClientOption{dynamolock.WithLeaseDuration(9 * time.Second)},
+			"WithLeaseDuration", []string{"invalid WithLeaseDuration 9s", "heartbeat period 5s (the default", "WithHeartbeatPeriod"}},
+		{"both set", []dynamolock.ClientOption{dynamolock.WithLeaseDuration(3 * time.Second), dynamolock.WithHeartbeatPeriod(2 * time.Second)},
+			"WithLeaseDuration", []string{"invalid WithLeaseDuration 3s", "WithHeartbeatPeriod 2s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := dynamolock.New(db, "locks", tc.opts...)
+			var ie *dynamolock.InvalidArgumentError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, tc.option, ie.Name, "%v", err)
+			for _, s := range tc.contains {
+				assert.Contains(t, err.Error(), s)
+			}
+		})
+	}
+
+	// Per-lock leases are checked against a heartbeat period the caller may
+	// not have set: the message says where it comes from.
+	c := newClient(t, db, "locks")
+	_, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithLockLease(3*time.Second))
+	require.ErrorIs(t, err, dynamolock.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "invalid WithLockLease 3s: must be at least twice the heartbeat period 5s (the default")
+	c = newClient(t, db, "locks", dynamolock.WithLeaseDuration(10*time.Second), dynamolock.WithHeartbeatPeriod(2*time.Second))
+	_, err = c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithLockLease(3*time.Second))
+	assert.ErrorContains(t, err, "at least twice the WithHeartbeatPeriod 2s")
+	assert.Zero(t, calls.total())
 }
