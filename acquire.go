@@ -140,7 +140,7 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 	if a.mode != modeAll {
 		n = 1
 	}
-	if err := a.c.admit(ctx, n, a.o.lease, a.start.Add(satAdd(a.o.additionalTimeToWait, a.o.lease)), a.what); err != nil {
+	if err := a.c.admit(ctx, n, a.o.lease, a.waitEnd(a.o.lease), a.what); err != nil {
 		return nil, err
 	}
 	locks, err := a.run(ctx)
@@ -381,7 +381,7 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 func (a *acquisition) deadlineFor(w *watch) time.Time {
 	if v := &w.v; w.firstLease == 0 && v.rec != nil && !v.rec.released {
 		w.firstLease = max(v.rec.lease, 1)
-		if d := a.start.Add(satAdd(a.o.additionalTimeToWait, v.rec.lease)); d.After(a.deadline) {
+		if d := a.waitEnd(v.rec.lease); d.After(a.deadline) {
 			a.deadline = d
 		}
 		if !a.o.failIfLocked {
@@ -390,9 +390,15 @@ func (a *acquisition) deadlineFor(w *watch) time.Time {
 		}
 	}
 	if a.deadline.IsZero() {
-		return a.start.Add(satAdd(a.o.additionalTimeToWait, a.o.lease))
+		return a.waitEnd(a.o.lease)
 	}
 	return a.deadline
+}
+
+// waitEnd is the one formula of the wait's end: the additional time to
+// wait plus lease, from the start (forever when only ctx bounds the wait).
+func (a *acquisition) waitEnd(lease time.Duration) time.Time {
+	return a.start.Add(satAdd(a.o.additionalTimeToWait, lease))
 }
 
 // failed handles a failed call on w's key: a transient failure is kept in
