@@ -181,7 +181,19 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 	if err == nil {
 		rec, err := a.readBack(ctx, w, rvn)
 		if err != nil {
+			var lng *LockNotGrantedError
+			if !errors.As(err, &lng) {
+				err = notGranted(err, "%s: slot %q was taken but could not be read back; released", a.what, w.key)
+			}
 			return nil, err // undo releases the slot
+		}
+		if !time.Now().Before(sent.Add(at.lease)) {
+			// The read-back ended after the lease the transaction granted
+			// ran out (a pause, slow reads): the lock is already lost, and
+			// another acquisition may take the slot over. Take it anew,
+			// as write does; undo covers the call if it gives up.
+			w.forget()
+			return nil, nil
 		}
 		l, err := a.adoptRecord(ctx, w, rec, at)
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -288,4 +290,72 @@ func TestSemaphoreLostAnswerOnOneSlot(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, held, "the other slot's write was released again")
+}
+
+// A fair semaphore's write to a slot other than the first is a
+// transaction, read back after it. When the read-back answers after the
+// lease the transaction granted ran out (a pause, a slow read), the lock
+// it would return is already lost: the call takes the slot anew instead,
+// as an UpdateItem whose answer comes late does.
+func TestFairSemaphoreReadBackPastTheLease(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	holder := newClient(t, db, table, semOpts...)
+	h, err := holder.AcquireLock("jobs#0") // slot 0 (the queue's) is held: slot 1 is written beside it
+	require.NoError(t, err)
+	defer func() { _, _ = holder.ReleaseLock(h) }()
+	var written atomic.Bool
+	wrote := &faults.Rule{Op: "TransactWriteItems", After: func(context.Context) { written.Store(true) }}
+	slow := &faults.Rule{Op: "GetItem", Times: 1, Before: faults.Sleep(semLease + 500*time.Millisecond),
+		Match: func(in any) bool {
+			k, ok := in.(*dynamodb.GetItemInput).Key["key"].(*types.AttributeValueMemberS)
+			return written.Load() && ok && k.Value == "jobs#1"
+		}}
+	fdb := faults.Wrap(db, wrote, slow)
+	c := newClient(t, fdb, table, semOpts...)
+	sem, err := c.NewSemaphore("jobs", 2)
+	require.NoError(t, err)
+	l, err := sem.Acquire(context.Background(), dynamolock.WithFairness())
+	require.NoError(t, err)
+	require.Equal(t, 1, fdb.Hits(slow), "the read-back was slowed")
+	require.Equal(t, "jobs#1", l.PartitionKey())
+	require.False(t, l.IsExpired(), "the returned lock's lease ran out before it was returned")
+	require.NoError(t, l.Err())
+	_, err = c.ReleaseLock(l)
+	require.NoError(t, err)
+}
+
+// When the read-back after a fair semaphore's transaction finds the slot
+// in other hands, the call fails with a *LockNotGrantedError naming the
+// semaphore and the slot, as every failed acquisition does.
+func TestFairSemaphoreReadBackFindsAnotherHolder(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	holder := newClient(t, db, table, semOpts...)
+	h, err := holder.AcquireLock("jobs#0")
+	require.NoError(t, err)
+	defer func() { _, _ = holder.ReleaseLock(h) }()
+	var written atomic.Bool
+	wrote := &faults.Rule{Op: "TransactWriteItems", After: func(context.Context) { written.Store(true) }}
+	other := &faults.Rule{Op: "GetItem", Times: 1,
+		Before: func(context.Context) error {
+			putRaw(t, db, table, map[string]types.AttributeValue{
+				"key": s("jobs#1"), "ownerName": s("other-host"), "leaseDuration": s("3s"), "recordVersionNumber": s("rvn-other"),
+			})
+			return nil
+		},
+		Match: func(in any) bool {
+			k, ok := in.(*dynamodb.GetItemInput).Key["key"].(*types.AttributeValueMemberS)
+			return written.Load() && ok && k.Value == "jobs#1"
+		}}
+	fdb := faults.Wrap(db, wrote, other)
+	c := newClient(t, fdb, table, semOpts...)
+	sem, err := c.NewSemaphore("jobs", 2)
+	require.NoError(t, err)
+	_, err = sem.Acquire(context.Background(), dynamolock.WithFairness())
+	require.Equal(t, 1, fdb.Hits(other))
+	var lng *dynamolock.LockNotGrantedError
+	require.ErrorAs(t, err, &lng, "got %T: %v", err, err)
+	require.ErrorContains(t, err, `semaphore "jobs"`)
+	require.ErrorContains(t, err, `"jobs#1"`)
 }
