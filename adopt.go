@@ -96,7 +96,10 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 		return nil, nil
 	}
 	clear(a.attempts) // from here on the locks release themselves
-	c.inflight.Delete(rvn)
+	// Registered before the RVN leaves inflight (as in adoptRecord), so
+	// that a reentrant acquisition here that sees a key's item always
+	// finds the lock held or in flight here, and never takes it over.
+	defer c.inflight.Delete(rvn)
 	for i, l := range locks {
 		if err := c.register(ctx, l); err != nil {
 			// register released l itself; release the others, registered
