@@ -344,12 +344,6 @@ func (c *Client) GetWithContext(ctx context.Context, key string) (*Lock, error) 
 	return c.get(ctx, key, nil)
 }
 
-// GetWithSortKey returns the lock for (key, sortKey), as
-// GetWithSortKeyWithContext does with context.Background().
-func (c *Client) GetWithSortKey(key, sortKey string) (*Lock, error) {
-	return c.GetWithSortKeyWithContext(context.Background(), key, sortKey)
-}
-
 // GetWithSortKeyWithContext returns the lock this client holds for key
 // under sort key value sortKey, or else a read-only view of that item, as
 // [Client.GetWithContext] does (Amazon's Java client's getLock(key,
