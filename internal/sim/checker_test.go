@@ -194,7 +194,9 @@ func errName(err error) string {
 // from the hook.
 func (w *world) checkLocked(where string) {
 	live := map[string][]*tracked{}
-	for l, tr := range w.tracked {
+	var keys []string
+	for _, tr := range w.sortedTracked() {
+		l := tr.l
 		doneBefore := closed(l.Done())
 		err := l.Err()
 		expired := l.IsExpired()
@@ -222,6 +224,9 @@ func (w *world) checkLocked(where string) {
 		if w.releasing[l] > 0 || w.closing[tr.owner] {
 			continue
 		}
+		if len(live[tr.key]) == 0 {
+			keys = append(keys, tr.key)
+		}
 		live[tr.key] = append(live[tr.key], tr)
 		// 2. A lock its holder believes valid is the item, not released.
 		{
@@ -233,8 +238,8 @@ func (w *world) checkLocked(where string) {
 		}
 	}
 	// 1. At most one client believes it holds a key.
-	for _, trs := range live {
-		if len(trs) > 1 {
+	for _, k := range keys {
+		if trs := live[k]; len(trs) > 1 {
 			var who []string
 			for _, tr := range trs {
 				who = append(who, fmt.Sprintf("%s (token %d, lease left %s)", tr.owner, tr.token, w.leaseLeft(tr.l)))
@@ -242,6 +247,26 @@ func (w *world) checkLocked(where string) {
 			w.violate(1, "%s: %s held by %s at once", where, trs[0].pk, strings.Join(who, " and "))
 		}
 	}
+}
+
+// sortedTracked lists the tracked locks in an order that does not depend
+// on map iteration: by key, owner, token.
+func (w *world) sortedTracked() []*tracked {
+	trs := make([]*tracked, 0, len(w.tracked))
+	for _, tr := range w.tracked {
+		trs = append(trs, tr)
+	}
+	sort.Slice(trs, func(i, j int) bool {
+		a, b := trs[i], trs[j]
+		if a.key != b.key {
+			return a.key < b.key
+		}
+		if a.owner != b.owner {
+			return a.owner < b.owner
+		}
+		return a.token < b.token
+	})
+	return trs
 }
 
 func (w *world) leaseLeft(l *dynamolock.Lock) time.Duration {
@@ -265,8 +290,19 @@ func (w *world) tracef(format string, args ...any) {
 	w.trace = append(w.trace, w.elapsed()+" "+fmt.Sprintf(format, args...))
 }
 
-// note adds a client decision to the trace.
+// note adds a client decision to the trace, as a step (replay_test.go):
+// lines of goroutines that run at one instant come in a replayable order.
 func (w *world) note(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	w.step("note " + line)
+	w.mu.Lock()
+	w.tracef("%s", line)
+	w.mu.Unlock()
+}
+
+// log adds a line to the trace from a goroutine that has just been granted
+// a step and has not blocked since.
+func (w *world) log(format string, args ...any) {
 	w.mu.Lock()
 	w.tracef(format, args...)
 	w.mu.Unlock()

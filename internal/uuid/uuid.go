@@ -5,16 +5,18 @@
 package uuid
 
 import (
-	"crypto/rand"
 	"encoding/hex"
+
+	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
 
 // New returns a random UUID (RFC 9562, version 4, variant 10) in its
 // canonical form: 36 characters, lowercase hex in groups of 8-4-4-4-12.
-// Its 122 random bits come from crypto/rand, which never fails (Go 1.24+).
+// Its 122 random bits come from crypto/rand (through internal/entropy),
+// which never fails (Go 1.24+).
 func New() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	entropy.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40 // version 4
 	b[8] = b[8]&0x3f | 0x80 // variant 10
 	var s [36]byte
