@@ -422,6 +422,13 @@ func TestDifferential(t *testing.T) {
 	fairShapes(ctx, d, plain)
 
 	deadline := time.Now().Add(*diffBudget)
+	// Under load (six agents on two cores) a budget can pass before any
+	// guarded write commits: go on until one has, for at most four budgets.
+	hard := time.Now().Add(4 * *diffBudget)
+	more := func() bool {
+		now := time.Now()
+		return now.Before(deadline) || now.Before(hard) && len(d.model.Items(guarded)) == 0
+	}
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
@@ -446,7 +453,7 @@ func TestDifferential(t *testing.T) {
 				return
 			}
 			w := &worker{r: r, c: c, d: d, table: table, data: guarded}
-			for time.Now().Before(deadline) {
+			for more() {
 				w.step(ctx)
 			}
 			_ = c.Close()
