@@ -27,6 +27,7 @@ import (
 var (
 	endpoint   string
 	diffSeed   = flag.Uint64("ddbmodel.seed", 0, "seed of the differential test (0: from the clock, printed)")
+	diffTrace  = flag.Bool("ddbmodel.trace", false, "log every request with both stores' errors")
 	diffBudget = flag.Duration("ddbmodel.budget", 4*time.Second, "wall time the differential test drives the library for")
 )
 
@@ -286,6 +287,10 @@ func call[I, O any](d *tee, op string, in I, m, l func(context.Context, I, ...fu
 		d.t.Errorf("DynamoDB Local failed: %v", lErr)
 	}
 	d.record(op, in, mErr, lErr, mOut, lOut)
+	if *diffTrace {
+		short := func(s string) string { return s[:min(len(s), 120)] }
+		d.t.Logf("%s %s\n  model: %v\n  local: %s", op, short(describe(in)), mErr, short(errMessage(lErr)))
+	}
 	return lOut, lErr
 }
 
