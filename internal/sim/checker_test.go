@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/arielsrv/dynamolock/v2"
 	"github.com/arielsrv/dynamolock/v2/internal/ddbmodel"
@@ -114,6 +115,12 @@ func (w *world) hook(e ddbmodel.Event) {
 		desc = append(desc, itemS(in.Key, w.pkName))
 	}
 	w.tracef("#%d %s %s %s -> %s", e.Seq, caller, e.Op, strings.Join(desc, "; "), outcome)
+	// 8. The library never sends a request DynamoDB rejects as invalid
+	// (a limit exceeded: IN operands, expression or key sizes, ...).
+	var ae smithy.APIError
+	if errors.As(e.Err, &ae) && ae.ErrorCode() == "ValidationException" && caller != "foreign" {
+		w.violate(8, "%s's %s was rejected: %s", caller, e.Op, ae.ErrorMessage())
+	}
 
 	for _, ch := range e.Changes {
 		if ch.Table != w.lockTable || (ch.After == nil && ch.Before == nil) {

@@ -30,7 +30,7 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
-	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, release-retry, reentrant-mix, undecodable, fair; empty for none")
+	flagAvoid    = flag.String("sim.avoid", "delete,refresh-burst", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, refresh-burst, release-retry, reentrant-mix, undecodable, fair; empty for none")
 	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 1, "with -sim.seed: run the seed up to this many times until it shows a violation (one seed gives one run: more is for library versions that draw randomness outside internal/entropy)")
@@ -597,6 +597,10 @@ func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 			err := cl.c.SendHeartbeat(l, opts...)
 			w.note("%s SendHeartbeat %s (%s): %v", cl.name, l.PartitionKey(), strings.Join(desc, ", "), err)
 		case 1:
+			if r.IntN(6) == 0 && !avoid("refresh-burst") {
+				w.refreshBurst(cl, r, l)
+				break
+			}
 			w.guardedWrite(cl, r, l)
 		default:
 			got, err := cl.c.Get(l.PartitionKey())
@@ -641,6 +645,36 @@ func (w *world) guardedWrite(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 	}
 	_, err := record(cl.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}))
 	w.note("%s guarded write with refresh on %s (token %d): %v; lock err now %v", cl.name, l.PartitionKey(), l.FencingToken(), errOrOK(err), l.Err())
+}
+
+// refreshBurst sends many guarded refreshes in a row whose own condition
+// (on the data item) fails: each is a write of the lock that may have
+// landed, until the lock's next renewal (issue 21, finding 4: more than
+// 100 of them made every renewal's RVN IN (...) too long for DynamoDB).
+func (w *world) refreshBurst(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
+	n := 20 + r.IntN(130)
+	failed := 0
+	var last error
+	for i := range n {
+		if l.Err() != nil {
+			n = i
+			break
+		}
+		item, record := l.TransactionWithRefresh()
+		check := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:                aws.String(w.dataTable),
+			Key:                      map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: l.PartitionKey()}},
+			ConditionExpression:      aws.String("attribute_exists(#never)"),
+			ExpressionAttributeNames: map[string]string{"#never": "never"},
+		}}
+		_, err := record(cl.db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{item, check}}))
+		if err != nil {
+			failed++
+			last = err
+		}
+	}
+	w.note("%s burst of %d guarded refreshes on %s (token %d) that fail their own condition: %d failed (last: %v); lock err now %v",
+		cl.name, n, l.PartitionKey(), l.FencingToken(), failed, errOrOK(last), l.Err())
 }
 
 func errOrOK(err error) string {
