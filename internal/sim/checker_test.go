@@ -148,8 +148,10 @@ func (w *world) hook(e ddbmodel.Event) {
 		} else {
 			w.current[ch.Key] = a
 		}
-		// Which RVNs an acquisition call wrote (for the undecodable-item check).
-		if id, ok := e.Ctx.Value(acquireCallKey{}).(int); ok && e.Err == nil && a != nil {
+		// Which RVNs an acquisition call wrote (invariant 6): a write of it
+		// that changed the RVN (joining or leaving a fair queue does not).
+		if id, ok := e.Ctx.Value(acquireCallKey{}).(int); ok && e.Err == nil && a != nil &&
+			(b == nil || itemS(a, "recordVersionNumber") != itemS(b, "recordVersionNumber")) {
 			w.acquireRVNs[id] = append(w.acquireRVNs[id], itemS(a, "recordVersionNumber"))
 		}
 	}

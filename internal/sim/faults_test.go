@@ -39,14 +39,18 @@ type callerKey struct{}
 
 // faultyDB is one client's view of the model through its faults.
 type faultyDB struct {
-	w      *world
-	name   string
-	model  *ddbmodel.Model
-	prof   faultProfile
-	mu     sync.Mutex
-	r      *rand.Rand
-	stall  time.Time // every call waits until then (a stalled client)
-	tokens int
+	w     *world
+	name  string
+	model *ddbmodel.Model
+	prof  faultProfile
+	// attempt: faults of the SDK's attempts (transport_test.go); when set,
+	// the lock client uses the real SDK client over this faultyDB's
+	// transport and prof is zero.
+	attempt attemptProfile
+	mu      sync.Mutex
+	r       *rand.Rand
+	stall   time.Time // every call waits until then (a stalled client)
+	tokens  int
 }
 
 func (f *faultyDB) roll(p float64) bool {

@@ -273,6 +273,9 @@ func TestReplayIsExact(t *testing.T) {
 	if testing.Short() {
 		seeds = seeds[:2]
 	}
+	if *flagFaults != "call" {
+		t.Skip("-sim.faults=attempt and mixed do not replay exactly yet (docs/SIMULATION.md)")
+	}
 	for _, seed := range seeds {
 		var runs [2]string
 		for i := range runs {
