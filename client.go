@@ -159,25 +159,10 @@ func (c *Client) validate() error {
 	case c.clockSkewBound < 0:
 		return invalid("WithClockSkewBound", c.clockSkewBound, "must not be negative")
 	}
-	if c.ttlAttribute != "" {
-		for _, name := range []string{c.partitionKeyName, c.sortKeyName, attrOwnerName, attrLeaseDuration,
-			attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue} {
-			if c.ttlAttribute == name {
-				return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
-			}
-		}
+	if c.ttlAttribute != "" && (c.ttlAttribute == c.partitionKeyName || c.ttlAttribute == c.sortKeyName || lockAttribute(c.ttlAttribute)) {
+		return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
 	}
 	return nil
-}
-
-// lockAttribute reports whether name is one of the lock item's own
-// attributes, which a key attribute must not be named after.
-func lockAttribute(name string) bool {
-	switch name {
-	case attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue:
-		return true
-	}
-	return false
 }
 
 // isNil reports whether v is nil or a typed nil pointer (a nil

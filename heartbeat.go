@@ -71,7 +71,7 @@ func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 	if l == nil {
 		return nilLock()
 	}
-	if l.client == nil || l.readOnly {
+	if l.client == nil || l.kind == lockView {
 		return ErrReadOnlyLockHeartbeat
 	}
 	if err := l.Err(); err != nil {
@@ -171,7 +171,7 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 // refresh transaction moved the RVN), in which case the beat is sent again
 // against the RVN it found, or whether someone else has it.
 func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOptions, background bool) error {
-	if !l.owned {
+	if l.kind != heldLock {
 		return ErrReadOnlyLockHeartbeat
 	}
 	if err := l.takeWrites(ctx); err != nil {

@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,17 @@ const (
 	// attrLeaseExpiresRVN is the RVN leaseExpiresAt was written with.
 	attrLeaseExpiresRVN = "leaseExpiresAtRVN"
 )
+
+// lockAttributes are every attribute of a lock item that the lock itself
+// writes (attrFairQueue with WithFairness): the one list that key, TTL and
+// additional attribute names are checked against.
+var lockAttributes = []string{attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased,
+	attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue}
+
+// lockAttribute reports whether name is one of the lock item's own
+// attributes, which a key, TTL or additional attribute must not be named
+// after.
+func lockAttribute(name string) bool { return slices.Contains(lockAttributes, name) }
 
 // Limits DynamoDB enforces; checked locally so that bad input fails before
 // any call.
@@ -54,12 +66,7 @@ type schema struct {
 }
 
 func (s schema) reserved(name string) bool {
-	switch name {
-	case s.partitionKeyName, attrOwnerName, attrLeaseDuration, attrRVN, attrData,
-		attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue:
-		return true
-	}
-	return name != "" && (name == s.sortKeyName || name == s.ttlAttribute)
+	return name == s.partitionKeyName || lockAttribute(name) || name != "" && (name == s.sortKeyName || name == s.ttlAttribute)
 }
 
 // decodeItem reads a lock item as written by this client, Amazon's Java

@@ -61,10 +61,10 @@ func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ..
 			return false, err
 		}
 	}
-	if !lock.owned && !lock.readOnly {
+	if lock.kind == zeroLock {
 		return false, ErrLockNotHeld // a zero Lock: nothing to release
 	}
-	if lock.readOnly {
+	if lock.kind == lockView {
 		return c.forceRelease(ctx, lock, o)
 	}
 	return c.releaseLock(ctx, lock, o)

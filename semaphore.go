@@ -3,10 +3,11 @@ package dynamolock
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
 
 // MaxSemaphoreSize is the largest size of a [Semaphore]. A waiting
@@ -74,7 +75,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lo
 	if o.reentrant {
 		return nil, invalid("WithReentrant", true, "cannot be used with a semaphore: two holders would share one slot")
 	}
-	first := rand.IntN(s.size)
+	first := int(entropy.Int64N(int64(s.size)))
 	try := append(slices.Clone(opts), FailIfLocked())
 	for k := range s.size {
 		l, err := s.c.AcquireLockWithContext(ctx, s.slot((first+k)%s.size), try...)

@@ -115,11 +115,11 @@ func (w *world) hook(e ddbmodel.Event) {
 		desc = append(desc, itemS(in.Key, w.pkName))
 	}
 	w.tracef("#%d %s %s %s -> %s", e.Seq, caller, e.Op, strings.Join(desc, "; "), outcome)
-	// 8. The library never sends a request DynamoDB rejects as invalid
+	// 9. The library never sends a request DynamoDB rejects as invalid
 	// (a limit exceeded: IN operands, expression or key sizes, ...).
 	var ae smithy.APIError
 	if errors.As(e.Err, &ae) && ae.ErrorCode() == "ValidationException" && caller != "foreign" {
-		w.violate(8, "%s's %s was rejected: %s", caller, e.Op, ae.ErrorMessage())
+		w.violate(9, "%s's %s was rejected: %s", caller, e.Op, ae.ErrorMessage())
 	}
 
 	for _, ch := range e.Changes {
@@ -127,6 +127,7 @@ func (w *world) hook(e ddbmodel.Event) {
 			continue
 		}
 		b, a := ch.Before, ch.After
+		w.recordData(ch.Key, a)
 		// 4. Fencing tokens of successive acquisitions strictly increase.
 		if a != nil && (b == nil || itemN(a, "fencingToken") != itemN(b, "fencingToken")) && itemN(a, "fencingToken") > 0 {
 			tok := itemN(a, "fencingToken")
