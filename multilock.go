@@ -300,7 +300,11 @@ func (m *multiAcquisition) wait(ctx context.Context, held map[string]map[string]
 		if err := m.sleep(ctx, time.Until(wake)); err != nil {
 			return nil, nil, err
 		}
-		for k, v := range views {
+		for _, k := range m.keys { // in order: one seed, one run (internal/sim)
+			v, ok := views[k]
+			if !ok {
+				continue
+			}
 			item, err := m.read(ctx, k)
 			if err != nil {
 				if !m.retryable(ctx, err) {
