@@ -52,7 +52,7 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 		return invalid("HeartbeatRetries", o.retryWait, "wait must not be negative")
 	case o.leaseDurationToEnsure < 0 || (o.leaseDurationToEnsure > 0 && o.leaseDurationToEnsure/2 < c.heartbeatPeriod):
 		return invalid("WithLeaseDurationToEnsure", o.leaseDurationToEnsure,
-			"must be at least twice the heartbeat period %s", c.heartbeatPeriod)
+			"must be at least twice %s", c.heartbeatPeriodText())
 	case o.deleteData && o.data != nil:
 		return invalid("ReplaceHeartbeatData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be combined with DeleteData")
 	}

@@ -276,10 +276,13 @@ func (c *Client) validateItemSize(option, key string, sortKey *string, data []by
 		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
 		len(attrLeaseExpiresAt) + 12 + len(attrLeaseExpiresRVN) + 36 + len(c.ttlAttribute) + 12
 	if size > maxItemBytes {
+		value := strconv.Itoa(len(data)) + " bytes of data"
 		if len(data) < size/2 {
+			// The additional attributes make most of the item: name them.
 			option = "WithAdditionalAttributes"
+			value = strconv.Itoa(itemSize(additional)) + " bytes of additional attributes"
 		}
-		return invalid(option, strconv.Itoa(len(data))+" bytes of data", "the lock item would be about %d bytes, over DynamoDB's %d-byte item limit", size, maxItemBytes)
+		return invalid(option, value, "the lock item would be about %d bytes, over DynamoDB's %d-byte item limit", size, maxItemBytes)
 	}
 	return nil
 }

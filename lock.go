@@ -25,10 +25,10 @@ import (
 // longer than the lease can wake up after another client took the lock over.
 // Watch [Lock.Done], and guard writes with [Lock.FencingToken] or
 // [Lock.TransactionCondition].
-//
-// Its fields are ordered, and what most locks never use kept apart, so that
-// a held lock fits a 256-byte allocation (TestLockSize, BenchmarkHeapPerHeldLock).
 type Lock struct {
+	// The fields are ordered, and what most locks never use kept apart
+	// (rare), so that a held lock fits a 256-byte allocation: a test and a
+	// benchmark of the heap per held lock check it.
 	client       *Client
 	partitionKey string
 	sortKey      *string
