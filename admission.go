@@ -11,8 +11,8 @@ import (
 // admit makes an acquisition of n locks with lease wait while the client
 // could not renew them in time: while the renewal rate its held locks
 // need at least (one renewal per lease each), with these n added, exceeds
-// the admission fraction of the rate its heartbeat workers sustain
-// (workers / the moving average of a beat's round trip). Taking more
+// the admission fraction of the rate its heartbeat workers sustain, as
+// the scheduler measures it (see scheduler.measure). Taking more
 // would push held locks past their lease. The wait ends when the held
 // locks' demand falls (releases, losses) or the measured rate rises, and
 // gives up at deadline (the acquisition's own: its lease plus the

@@ -109,13 +109,23 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // WithHeartbeatAdmission sets admission control: an acquisition waits
 // before its first DynamoDB call while the held locks, with it, would need
 // more than fraction of the renewals per second the client can send. A
-// lock needs at least one renewal per lease; the client measures what it
+// lock needs at least one renewal per lease. The client measures what it
 // can send as the rate of successful heartbeats in the recent half-second
-// windows in which every heartbeat worker stayed busy (until there was
-// one, [WithHeartbeatConcurrency] divided by the moving average of a
-// heartbeat's round trip; nothing is measured before the first heartbeat,
-// and nothing waits until then). Without it, a client asked to hold more
-// locks than it can renew loses held locks instead, and not only the excess.
+// windows in which every heartbeat worker stayed busy (a lower rate counts
+// at once, a higher one only if it lasts). Such a rate counts for 3 s
+// after the last window that measured it; when there is none that recent,
+// the workers kept up with every beat asked of them, and the capacity is
+// [WithHeartbeatConcurrency] divided by the moving average of a
+// heartbeat's round trip (Little's law). So a refusal always rests on a
+// rate measured in the last few seconds, and a short slowdown does not
+// keep admission shut once beats are fast again. The second estimate is
+// optimistic when DynamoDB rather than the workers is the bottleneck, but
+// it never binds then: the held locks need a renewal per lease and get one
+// per heartbeat period (at least twice as often), so the workers saturate,
+// and a fresh saturated rate is measured, before the demand nears it.
+// Nothing is measured before the first heartbeat, and nothing waits until
+// then. Without admission control, a client asked to hold more locks than
+// it can renew loses held locks instead, and not only the excess.
 //
 // The wait counts against the acquisition's own bounds: its context, and
 // its lease plus [WithAdditionalTimeToWaitForLock] from its start; when

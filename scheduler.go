@@ -81,8 +81,9 @@ type scheduler struct {
 	// ever free during it.
 	windowStart time.Time
 	windowBeats int
-	windowIdle  bool    // a worker was free at some point of the window
-	satRate     float64 // moving average of saturated windows' rates, quick down, slow up; 0: none yet
+	windowIdle  bool      // a worker was free at some point of the window
+	satRate     float64   // moving average of saturated windows' rates, quick down, slow up; 0: none in the horizon
+	satAt       time.Time // when the last saturated window ended
 }
 
 func newScheduler(c *Client) *scheduler {
@@ -376,12 +377,20 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 }
 
 // measure counts a successful beat and publishes the capacity: the rate
-// measured over the last windows in which every worker stayed busy (what
-// the workers and DynamoDB together sustain), or, before any such window,
-// workers / round trip (Little's law), which overestimates when the
-// workers are not the bottleneck. Admission binds only once the held locks
-// need more than a period allows (lease ≥ 2 periods), and the scheduler is
-// saturated then, so the measured rate is fresh whenever it matters.
+// measured over the recent windows in which every worker stayed busy
+// (what the workers and DynamoDB together sustain), as long as one was
+// measured in the last measureHorizon; otherwise workers / round trip
+// (Little's law, from the moving average of recent beats' round trips).
+//
+// A saturated rate stays valid only that long because windows with a free
+// worker measure no rate: after a short slowdown, a rate measured then
+// would otherwise bind admission for good although beats are fast again
+// (issue 21). Workers / round trip overestimates when the workers are not
+// the bottleneck, but then they are not saturated, and admission binds
+// only once the held locks need more than a period allows (lease ≥ 2
+// periods): the scheduler is saturated then and measures a fresh rate
+// every window, so the measured rate is the one that binds whenever it
+// matters.
 func (s *scheduler) measure(now time.Time) {
 	s.windowBeats++
 	if elapsed := now.Sub(s.windowStart); elapsed >= measureWindow {
@@ -395,8 +404,12 @@ func (s *scheduler) measure(now time.Time) {
 			default:
 				s.satRate += (rate - s.satRate) / 16 // a faster one only if it lasts
 			}
+			s.satAt = now
 		}
 		s.windowStart, s.windowBeats, s.windowIdle = now, 0, false
+	}
+	if s.satRate > 0 && now.Sub(s.satAt) > measureHorizon {
+		s.satRate = 0 // no longer measured: the next saturated window starts afresh
 	}
 	capacity := s.satRate
 	if capacity == 0 {
@@ -405,8 +418,13 @@ func (s *scheduler) measure(now time.Time) {
 	s.capacityBits.Store(math.Float64bits(capacity))
 }
 
-// measureWindow is how long a window of the saturated rate lasts.
-const measureWindow = 500 * time.Millisecond
+// measureWindow is how long a window of the saturated rate lasts, and
+// measureHorizon how long a saturated rate counts after the last window
+// that measured it.
+const (
+	measureWindow  = 500 * time.Millisecond
+	measureHorizon = 3 * time.Second
+)
 
 // worker sends the beats the loop hands it, one at a time, until stop.
 func (s *scheduler) worker() {
