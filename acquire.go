@@ -168,10 +168,12 @@ func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions,
 			return l, nil
 		}
 	}
-	if err := c.admit(ctx, 1, o.lease, start.Add(satAdd(o.additionalTimeToWait, o.lease)), quoteKey(key)); err != nil {
+	admitted, err := c.admit(ctx, 1, o.lease, start.Add(satAdd(o.additionalTimeToWait, o.lease)), quoteKey(key))
+	if err != nil {
 		return nil, err
 	}
 	l, err := a.run(ctx)
+	defer func() { admitted(err == nil) }()
 	if err != nil {
 		// One bounded wait for both clean-ups, even when ctx has ended.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)

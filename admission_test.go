@@ -3,6 +3,7 @@ package dynamolock_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,4 +52,68 @@ func TestAdmissionReopensAfterShortSlowdown(t *testing.T) {
 		}
 	}
 	t.Logf("admitted after %s; admission waits: %d", time.Since(start).Round(time.Millisecond), c.Stats().AdmissionWaits)
+}
+
+// Issue 24, "refuse, never lose", in small: a backend that serves one
+// write at a time, 10 ms each (100 writes/s, for heartbeats and
+// acquisitions alike, as DynamoDB's queue is shared), and 64 goroutines
+// asking for 600 free keys at once, while the held locks (lease 4 s) need
+// one renewal per lease each: at most 400 can be renewed. The orderings
+// that lost locks before: acquisitions' writes queued ahead of the
+// heartbeats (64 of them in flight beside 32 heartbeat workers), admitted
+// in a burst that one look at the load let through, and each new lock's
+// lease eaten by its own acquisition's wait in that queue. Now every lock
+// granted is renewed: what cannot be is refused or waits.
+func TestAdmissionRefusesRatherThanLoses(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	server := make(chan struct{}, 1)
+	serve := func(ctx context.Context) error {
+		select {
+		case server <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-server }()
+		return faults.Sleep(10 * time.Millisecond)(ctx)
+	}
+	fdb := faults.Wrap(db, &faults.Rule{Op: "UpdateItem", Before: serve})
+	c := newClient(t, fdb, table, dynamolock.WithLeaseDuration(4*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
+	var mu sync.Mutex
+	var held []*dynamolock.Lock
+	refused := 0
+	var wg sync.WaitGroup
+	keys := make(chan int, 600)
+	for i := range 600 {
+		keys <- i
+	}
+	close(keys)
+	for range 64 {
+		wg.Go(func() {
+			for i := range keys {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				l, err := c.AcquireLockWithContext(ctx, fmt.Sprintf("k%d", i), dynamolock.FailIfLocked())
+				cancel()
+				mu.Lock()
+				if err == nil {
+					held = append(held, l)
+				} else {
+					refused++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(5 * time.Second) // more than a lease: every held lock must be renewed through it
+	lost := 0
+	for _, l := range held {
+		if l.Err() != nil {
+			lost++
+		}
+	}
+	t.Logf("held %d, refused %d, lost %d, stats %+v", len(held), refused, lost, c.Stats())
+	require.Zero(t, lost, "locks lost while the backend answered")
+	require.Zero(t, c.Stats().LocksLost)
+	require.NotZero(t, refused, "600 locks cannot all be renewed at 100 writes/s")
 }

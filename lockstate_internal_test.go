@@ -9,6 +9,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,8 +216,8 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 	}
 	perLock := 1 / time.Hour.Seconds()
 	poll(t, "the scheduler to count the held locks", func() bool {
-		d, _ := c.sched.load()
-		return math.Abs(d-4*perLock) < perLock/100
+		d, _, _ := c.sched.load()
+		return math.Abs(d-4*perLock) < perLock/100 && c.sched.reserved.Load() == 0
 	})
 	// Room for 5 locks in all at half the capacity: the fifth is admitted
 	// at once, the sixth waits.
@@ -225,8 +226,8 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, "the scheduler to count the fifth lock", func() bool {
-		d, _ := c.sched.load()
-		return d > 4.5*perLock
+		d, _, _ := c.sched.load()
+		return d > 4.5*perLock && c.sched.reserved.Load() == 0
 	})
 	if n := c.Stats().AdmissionWaits; n != 0 {
 		t.Fatalf("AdmissionWaits = %d before any wait", n)
@@ -260,14 +261,14 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 
 	// Past its deadline it fails with ErrHeartbeatCapacity.
 	c.sched.capacityBits.Store(math.Float64bits(perLock))
-	err = c.admit(context.Background(), 1, time.Hour, time.Now().Add(20*time.Millisecond), "key \"adm-6\"")
+	_, err = c.admit(context.Background(), 1, time.Hour, time.Now().Add(20*time.Millisecond), "key \"adm-6\"")
 	if !errors.As(err, &lng) || !errors.Is(err, ErrHeartbeatCapacity) {
 		t.Fatalf("err = %v, want a *LockNotGrantedError matching ErrHeartbeatCapacity", err)
 	}
 
 	// Off: nothing waits.
 	c.heartbeatAdmission = 0
-	if err := c.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
+	if _, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -319,7 +320,7 @@ func TestSchedulerCapacity(t *testing.T) {
 	s.rtt = 10 * time.Millisecond
 	start := time.Now()
 	s.measure(start) // opens the first window
-	if _, capacity := s.load(); capacity != 400 {
+	if _, capacity, _ := s.load(); capacity != 400 {
 		t.Fatalf("capacity %v before any saturated window, want 4 workers / 10 ms = 400", capacity)
 	}
 	// A window with every worker busy: 100 beats in 500 ms.
@@ -327,7 +328,7 @@ func TestSchedulerCapacity(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		s.measure(start.Add(time.Duration(i) * 5 * time.Millisecond))
 	}
-	if _, capacity := s.load(); math.Abs(capacity-200) > 1e-9 {
+	if _, capacity, _ := s.load(); math.Abs(capacity-200) > 1e-9 {
 		t.Fatalf("capacity %v after a saturated window of 100 beats in 500 ms, want 200", capacity)
 	}
 	// Windows in which a worker was free (as dispatch records it) measure
@@ -336,7 +337,78 @@ func TestSchedulerCapacity(t *testing.T) {
 		s.windowIdle = true
 		s.measure(start.Add(500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
 	}
-	if _, capacity := s.load(); math.Abs(capacity-200) > 1e-9 {
+	if _, capacity, _ := s.load(); math.Abs(capacity-200) > 1e-9 {
 		t.Fatalf("capacity %v after a window with a free worker, want still 200", capacity)
 	}
+	// No saturated window for longer than the horizon: the workers kept up
+	// with everything, and the capacity is workers / round trip again
+	// (issue 21: a short slowdown must not keep admission shut).
+	for i := 1; i <= 2000; i++ {
+		s.windowIdle = true
+		s.measure(start.Add(1500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
+	}
+	if _, capacity, _ := s.load(); capacity != 400 {
+		t.Fatalf("capacity %v 4 s after the last saturated window, want 4 workers / 10 ms = 400", capacity)
+	}
+}
+
+// Acquisitions admitted at once each reserve their share before the
+// scheduler counts their locks: they cannot all pass one look at the load.
+// A reservation ends when its acquisition fails, or once the scheduler
+// counted the lock it holds.
+func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
+	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute), WithHeartbeatAdmission(1))
+	perLock := 1 / time.Hour.Seconds()
+	c.sched.capacityBits.Store(math.Float64bits(3.5 * perLock))
+	far := time.Now().Add(time.Hour)
+	var ends []func(bool)
+	for range 3 {
+		end, err := c.admit(context.Background(), 1, time.Hour, far, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, end)
+	}
+	if _, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k"); !errors.Is(err, ErrHeartbeatCapacity) {
+		t.Fatalf("a fourth acquisition beside three in flight: err = %v, want ErrHeartbeatCapacity", err)
+	}
+	ends[0](false) // failed: its share is free at once
+	end, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k")
+	if err != nil {
+		t.Fatalf("after one failed: %v", err)
+	}
+	end(false)
+	// A held lock: counted by the scheduler, then its reservation dropped.
+	l, err := c.AcquireLock("held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the reservation of the held lock to end", func() bool {
+		d, _, _ := c.sched.load()
+		return c.sched.reserved.Load() == int64(2*math.Ceil(perLock*reserveUnit)) && d > 0.5*perLock
+	})
+	if _, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k"); !errors.Is(err, ErrHeartbeatCapacity) {
+		t.Fatalf("two in flight and one held: err = %v, want ErrHeartbeatCapacity", err)
+	}
+	_ = l
+	ends[1](false)
+	ends[2](false)
+}
+
+// The heartbeat that waited longest for a worker has less than the margin
+// of its lease left: admission waits whatever the rate says.
+func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
+	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute))
+	c.sched.capacityBits.Store(math.Float64bits(1000))
+	c.sched.slackBits.Store(math.Float64bits(admissionMargin / 2))
+	_, err := c.admit(context.Background(), 1, time.Hour, time.Now().Add(30*time.Millisecond), "k")
+	if !errors.Is(err, ErrHeartbeatCapacity) || !strings.Contains(err.Error(), "of its lease left") {
+		t.Fatalf("err = %v, want ErrHeartbeatCapacity naming the margin", err)
+	}
+	c.sched.slackBits.Store(math.Float64bits(math.Inf(1)))
+	end, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end(false)
 }

@@ -97,10 +97,13 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 // [WithHeartbeatAdmission]), then acquires them.
 func (m *multiAcquisition) admitThenRun(ctx context.Context) (map[string]*Lock, error) {
 	deadline := m.start.Add(satAdd(m.o.additionalTimeToWait, m.o.lease))
-	if err := m.c.admit(ctx, len(m.keys), m.o.lease, deadline, fmt.Sprintf("keys %q", m.keys)); err != nil {
+	admitted, err := m.c.admit(ctx, len(m.keys), m.o.lease, deadline, fmt.Sprintf("keys %q", m.keys))
+	if err != nil {
 		return nil, err
 	}
-	return m.run(ctx)
+	locks, err := m.run(ctx)
+	admitted(err == nil)
+	return locks, err
 }
 
 func (c *Client) validateAcquireLocks(keys []string, o *acquireLockOptions) error {

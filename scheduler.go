@@ -67,6 +67,13 @@ type scheduler struct {
 	// Published by the loop for admission control (float64 bits).
 	demandBits   atomic.Uint64 // renewals per second the scheduled locks need at least
 	capacityBits atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
+	slackBits    atomic.Uint64 // share of its lease the first queued beat has left; +Inf: none queued
+	// reserved is the need of the acquisitions admission control let go
+	// that do not hold their locks yet, in reserveUnit; see admit.
+	reserved   atomic.Int64
+	admitSlots chan struct{} // one per acquisition let go in the last moments; see admitted
+	rttNanos   atomic.Int64  // the moving average of beats' round trips, published
+	unreserved int64         // reservations of held locks, to drop once the loop counted them; guarded by mu
 
 	// Owned by the loop goroutine.
 	wakes    wakeHeap
@@ -88,14 +95,16 @@ type scheduler struct {
 
 func newScheduler(c *Client) *scheduler {
 	s := &scheduler{
-		c:       c,
-		kick:    make(chan struct{}, 1),
-		work:    make(chan *Lock, c.heartbeatConcurrency),
-		done:    make(chan beatResult, c.heartbeatConcurrency),
-		stopped: make(chan struct{}),
-		slots:   c.heartbeatConcurrency,
-		epoch:   time.Now(),
+		c:          c,
+		kick:       make(chan struct{}, 1),
+		work:       make(chan *Lock, c.heartbeatConcurrency),
+		done:       make(chan beatResult, c.heartbeatConcurrency),
+		stopped:    make(chan struct{}),
+		slots:      c.heartbeatConcurrency,
+		admitSlots: make(chan struct{}, max(1, c.heartbeatConcurrency/4)),
+		epoch:      time.Now(),
 	}
+	s.slackBits.Store(math.Float64bits(math.Inf(1)))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -173,13 +182,16 @@ func (s *scheduler) loop() {
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		pending := s.pending
-		s.pending = nil
+		pending, unreserved := s.pending, s.unreserved
+		s.pending, s.unreserved = nil, 0
 		s.mu.Unlock()
 		now := time.Now()
 		for _, l := range pending {
 			s.update(l, now)
 		}
+		// The locks these reservations were for were notified before
+		// their reservations ended: their need is counted now.
+		s.reserved.Add(-unreserved)
 		for len(s.wakes) > 0 && s.wakes[0].sched.wake <= s.at(now) {
 			s.fire(s.wakes[0], now)
 		}
@@ -330,6 +342,12 @@ func (s *scheduler) dispatch(now time.Time) {
 	if s.slots > 0 {
 		s.windowIdle = true
 	}
+	slack := math.Inf(1)
+	if len(s.ready) > 0 {
+		e := &s.ready[0].sched
+		slack = float64(e.due-s.at(now)) / 1e9 * float64(e.need)
+	}
+	s.slackBits.Store(math.Float64bits(slack))
 	s.c.metrics.setBacklog(len(s.ready))
 	if len(s.ready) > 0 && now.Sub(s.lastLog) > s.c.heartbeatPeriod {
 		s.lastLog = now
@@ -362,6 +380,7 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 		} else {
 			s.rtt += (r.rtt - s.rtt) / 8
 		}
+		s.rttNanos.Store(int64(s.rtt))
 		s.measure(now)
 	}
 	if r.failed {
@@ -461,9 +480,37 @@ func (s *scheduler) beat(l *Lock) beatResult {
 }
 
 // load returns the renewal rate the scheduled locks need at least and the
-// rate the workers sustain (0 until a beat has been measured), per second.
-func (s *scheduler) load() (demand, capacity float64) {
-	return math.Float64frombits(s.demandBits.Load()), math.Float64frombits(s.capacityBits.Load())
+// rate the workers sustain (0 until a beat has been measured), per second,
+// and the share of its lease the first heartbeat waiting for a worker has
+// left (+Inf when none waits).
+func (s *scheduler) load() (demand, capacity, slack float64) {
+	return math.Float64frombits(s.demandBits.Load()), math.Float64frombits(s.capacityBits.Load()),
+		math.Float64frombits(s.slackBits.Load())
+}
+
+// unreserve ends an admitted acquisition's reservation of units. If it
+// holds its locks, they were notified before: the loop drops the
+// reservation once it has counted their need, so that admission control
+// never sees neither. Otherwise it ends now.
+func (s *scheduler) unreserve(units int64, held bool) {
+	if held {
+		s.mu.Lock()
+		if !s.stopping && s.started {
+			s.unreserved += units
+			s.mu.Unlock()
+			s.kickLoop()
+			return
+		}
+		s.mu.Unlock()
+	}
+	s.reserved.Add(-units)
+}
+
+func (s *scheduler) kickLoop() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // wakeHeap orders locks by their next wake time.
