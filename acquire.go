@@ -277,9 +277,7 @@ func (a *acquisition) write(ctx context.Context, d decision, v *view) (*Lock, er
 	a.attempts[rvn] = at
 	c.inflight.Store(rvn, struct{}{})
 	a.endsBefore = c.wakeups.ended.Load()
-	out, err := c.db.UpdateItem(ctx, in)
-	c.metrics.call(ctx, "UpdateItem")
-	err = c.classify(ctx, err)
+	out, err := c.updateItem(ctx, in)
 	if err == nil {
 		item := wrote.after(in.Key, out.Attributes)
 		if !time.Now().Before(sent.Add(at.lease)) {
@@ -290,9 +288,9 @@ func (a *acquisition) write(ctx context.Context, d decision, v *view) (*Lock, er
 		return a.adopt(ctx, item, at)
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) && !carriesRVN(ccf.Item, rvn) || !errors.As(err, &ccf) && surelyNotApplied(err) {
+	if errors.As(err, &ccf) && !carriesRVN(ccf.Item, rvn) && !mayHaveLanded(err) || !errors.As(err, &ccf) && surelyNotApplied(err) {
 		// Rejected, and no earlier attempt of this call (an SDK retry) is
-		// in the item: it did not land.
+		// in the item or failed without an answer: it did not land.
 		at.unsure = false
 		a.attempts[rvn] = at
 	}
@@ -399,8 +397,7 @@ func (a *acquisition) undo(ctx context.Context) {
 	}
 	cond := ownerCondition(b, c.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
 	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b)
-	_, err := c.db.UpdateItem(ctx, c.guardedUpdate(c.itemKeyOf(a.key, a.sortKey), b, update, cond))
-	c.metrics.call(ctx, "UpdateItem")
+	_, err := c.updateItem(ctx, c.guardedUpdate(c.itemKeyOf(a.key, a.sortKey), b, update, cond))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
@@ -413,16 +410,7 @@ const undoTimeout = 5 * time.Second
 
 func (a *acquisition) read(ctx context.Context) (map[string]types.AttributeValue, error) {
 	a.endsBefore = a.c.wakeups.ended.Load()
-	out, err := a.c.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(a.c.tableName),
-		Key:            a.c.itemKeyOf(a.key, a.sortKey),
-		ConsistentRead: aws.Bool(true),
-	})
-	a.c.metrics.call(ctx, "GetItem")
-	if err = a.c.classify(ctx, err); err != nil {
-		return nil, err
-	}
-	return out.Item, nil
+	return a.c.getItem(ctx, a.c.itemKeyOf(a.key, a.sortKey))
 }
 
 // sleep waits d, or until ctx ends or the client closes. While the item is

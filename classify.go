@@ -2,16 +2,18 @@ package dynamolock
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 )
@@ -93,20 +95,60 @@ func describeKeys(keys []KeyAttribute) string {
 	return strings.Join(parts, " and ")
 }
 
-// ConnectionError reports that a call could not reach DynamoDB at all: the
-// connection was refused, the host name did not resolve, or the dial timed
-// out. Check the endpoint (BaseEndpoint, or the region) and the network.
+// ConnectionError reports that a call could not reach DynamoDB, or could
+// not speak to it: the connection was refused, the host name did not
+// resolve, the dial timed out, the TLS handshake failed (a certificate not
+// trusted, an https:// endpoint that answers plain HTTP), or the client has
+// no endpoint for its region. Check the endpoint (BaseEndpoint, or the
+// region) and the network. Only a refused or timed-out connection is
+// retried (an acquisition gives up after a few seconds of them); the
+// others are configuration mistakes and fail at once.
 type ConnectionError struct {
 	Endpoint string // the URL called, or "region X" when only that is known
+	Op       string // the DynamoDB operation, e.g. "UpdateItem"
+	Reason   string // what went wrong, e.g. "connection refused"
 	Err      error  // the SDK's error
 }
 
 func (e *ConnectionError) Error() string {
-	return fmt.Sprintf("dynamolock: could not reach DynamoDB at %s: %v", e.Endpoint, e.Err)
+	what := "reach"
+	if e.permanent() {
+		what = "talk to"
+	}
+	msg := fmt.Sprintf("dynamolock: could not %s DynamoDB at %s", what, e.Endpoint)
+	if e.Op != "" {
+		msg += " (" + e.Op + ")"
+	}
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return fmt.Sprintf("%s: %v", msg, e.Err)
 }
 
 // Unwrap returns the SDK's error.
 func (e *ConnectionError) Unwrap() error { return e.Err }
+
+// The reasons of a ConnectionError.
+const (
+	reasonRefused     = "connection refused"
+	reasonUnreachable = "no route to the host"
+	reasonDial        = "could not connect"
+	reasonNoSuchHost  = "host name not found"
+	reasonScheme      = "the endpoint answered plain HTTP to an https:// request (use http://, or the endpoint's TLS port)"
+	reasonCertificate = "TLS certificate not accepted"
+	reasonTLS         = "TLS handshake failed"
+	reasonNoEndpoint  = "no endpoint: set the client's Region, or BaseEndpoint"
+)
+
+// permanent reports whether retrying cannot help: a configuration mistake
+// (TLS, an unknown host, no endpoint), not a server that is down.
+func (e *ConnectionError) permanent() bool {
+	switch e.Reason {
+	case reasonRefused, reasonUnreachable, reasonDial:
+		return false
+	}
+	return e.Reason != ""
+}
 
 // keySchemaMessages are the texts with which DynamoDB (and DynamoDB Local)
 // reject a key that does not fit the table's key schema.
@@ -127,14 +169,24 @@ var keySchemaMessages = []string{
 // every call. Only a key schema error pays one DescribeTable, to say what
 // the table has. CreateTableIfNotExists is the explicit check at start-up.
 //
-// classify turns a DynamoDB error into one that says what to do: a missing
-// table matches [ErrTableNotFound] naming the table and endpoint, a key the
-// table rejects becomes a *[KeySchemaError] (with one DescribeTable, on this
-// error path only, to tell what the table has), and a failure to connect a
-// *[ConnectionError] naming the endpoint. The SDK's error stays wrapped, so
-// errors.As to its types still works. Other errors, and nil, come back
-// unchanged.
-func (c *Client) classify(ctx context.Context, err error) error {
+// classifyAs turns the error of the DynamoDB call op into one that says
+// what to do: a missing table matches [ErrTableNotFound] naming the table
+// and endpoint, a key the table rejects becomes a *[KeySchemaError] (with
+// one DescribeTable, on this error path only, to tell what the table has),
+// and a failure to connect or to speak TLS a *[ConnectionError] naming the
+// endpoint and op. The SDK's error stays wrapped, so errors.As to its types
+// still works. Other errors come back unchanged, but for a write whose
+// earlier attempt's outcome is unknown (unknown): that is said with
+// mayHaveLandedError.
+func (c *Client) classifyAs(ctx context.Context, op string, err error, unknown bool) error {
+	err = c.classifyErr(ctx, op, err)
+	if unknown && !mayHaveLanded(err) {
+		err = &mayHaveLandedError{err: err}
+	}
+	return err
+}
+
+func (c *Client) classifyErr(ctx context.Context, op string, err error) error {
 	if err == nil || alreadyClassified(err) {
 		return err
 	}
@@ -149,8 +201,8 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		}
 		return err
 	}
-	if isConnectionError(err) {
-		return &ConnectionError{Endpoint: c.endpointOf(err), Err: err}
+	if reason := connectionFailure(err); reason != "" {
+		return &ConnectionError{Endpoint: c.endpointOf(err), Op: op, Reason: reason, Err: err}
 	}
 	return err
 }
@@ -190,12 +242,10 @@ func (c *Client) keySchema() []KeyAttribute {
 // describeKeySchema reads the table's key schema, or returns nil when the
 // client cannot DescribeTable or the call fails.
 func (c *Client) describeKeySchema(ctx context.Context) []KeyAttribute {
-	dt, ok := c.db.(describeTableAPI)
-	if !ok || ctx.Err() != nil {
+	if !c.canDescribe() || ctx.Err() != nil {
 		return nil
 	}
-	out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.tableName)})
-	c.metrics.call(ctx, "DescribeTable")
+	out, err := c.describeTable(ctx, "DescribeTable", c.tableName)
 	if err != nil || out.Table == nil {
 		return nil
 	}
@@ -236,21 +286,46 @@ func sameKeySchema(a, b []KeyAttribute) bool {
 	return true
 }
 
-// isConnectionError reports whether err means that no connection to
-// DynamoDB could be made: refused, unresolvable host, or a dial that failed
-// or timed out. An error on an established connection (a reset, a timeout
-// waiting for the answer) is not one: the call may have reached DynamoDB.
-func isConnectionError(err error) bool {
+// connectionFailure names why err means that no exchange with DynamoDB
+// took place: a refused, unroutable or failed dial, an unresolvable host,
+// a failed TLS handshake, or no endpoint to call; "" otherwise. An error on
+// an established connection (a reset, a timeout waiting for the answer) is
+// not one: the call may have reached DynamoDB.
+func connectionFailure(err error) string {
 	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return true
-	}
+	var rhe tls.RecordHeaderError
+	var cve *tls.CertificateVerificationError
+	var uae x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var cie x509.CertificateInvalidError
+	var alert tls.AlertError
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
+	switch {
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return reasonScheme
+	case errors.As(err, &cve), errors.As(err, &uae), errors.As(err, &he), errors.As(err, &cie):
+		return reasonCertificate
+	case errors.As(err, &rhe), errors.As(err, &alert):
+		return reasonTLS
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return reasonNoSuchHost
+	case errors.As(err, &dns):
+		return reasonDial // a resolver that did not answer: may pass
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return reasonRefused
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return reasonUnreachable
+	case errors.As(err, &op) && op.Op == "dial":
+		return reasonDial
+	case strings.Contains(err.Error(), "failed to resolve service endpoint"):
+		return reasonNoEndpoint
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
+	return ""
 }
+
+// neverSent reports whether err shows that a request never reached
+// DynamoDB: no connection was made, or no endpoint was found.
+func neverSent(err error) bool { return connectionFailure(err) != "" }
 
 // endpointOf names where the client sends its calls: the URL in err if the
 // HTTP client reported one, else the SDK client's BaseEndpoint, else its
@@ -262,8 +337,7 @@ func (c *Client) endpointOf(err error) string {
 			return u.Scheme + "://" + u.Host
 		}
 	}
-	if o, ok := c.db.(interface{ Options() dynamodb.Options }); ok {
-		opts := o.Options()
+	if opts, ok := c.sdkOptions(); ok {
 		if ep := aws.ToString(opts.BaseEndpoint); ep != "" {
 			return ep
 		}
@@ -279,5 +353,5 @@ func (c *Client) endpointOf(err error) string {
 // has been going for unreachableWait or longer.
 func unreachable(err error, start time.Time) bool {
 	var ce *ConnectionError
-	return errors.As(err, &ce) && time.Since(start) >= unreachableWait
+	return errors.As(err, &ce) && (ce.permanent() || time.Since(start) >= unreachableWait)
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/metric"
@@ -58,6 +57,8 @@ type Client struct {
 	metrics                      *clientMetrics
 	meterProvider                metric.MeterProvider
 	schema                       schema
+	singleWriterRegion           bool       // WithSingleWriterRegion
+	table                        tableCheck // the table's replication, checked before the first write
 
 	locksMu      sync.RWMutex
 	locks        map[string]*Lock // registry key → the locks this client holds; guarded by locksMu
@@ -91,6 +92,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		maxObservations:      DefaultMaxLockObservationCacheSize,
 		closing:              make(chan struct{}),
 		locks:                make(map[string]*Lock),
+		table:                tableCheck{sem: make(chan struct{}, 1)},
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -346,19 +348,14 @@ func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, e
 	if l := c.heldLock(registryKey(key, sk)); l != nil {
 		return l, nil
 	}
-	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(c.tableName),
-		Key:            c.itemKeyOf(key, sk),
-		ConsistentRead: aws.Bool(true),
-	})
-	c.metrics.call(ctx, "GetItem")
-	if err = c.classify(ctx, err); err != nil {
+	item, err := c.getItem(ctx, c.itemKeyOf(key, sk))
+	if err != nil {
 		return nil, fmt.Errorf("dynamolock: get %q: %w", key, err)
 	}
-	if len(out.Item) == 0 {
+	if len(item) == 0 {
 		return newReadOnlyLock(c, key, sk, &lockRecord{}, time.Time{}), nil
 	}
-	rec, err := c.schema.decodeItem(out.Item)
+	rec, err := c.schema.decodeItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
 	}

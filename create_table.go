@@ -11,14 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-type describeTableAPI interface {
-	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-}
-
-type updateTimeToLiveAPI interface {
-	UpdateTimeToLive(ctx context.Context, params *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
-}
-
 func unsupported(feature, method string) error {
 	return fmt.Errorf("%w: %s needs %s, which the DynamoDBClient given to New does not implement (*dynamodb.Client does)",
 		ErrUnsupportedOperation, feature, method)
@@ -58,7 +50,7 @@ func (c *Client) CreateTableWithContext(ctx context.Context, tableName string, o
 	if err != nil {
 		return nil, err
 	}
-	return c.createTable(ctx, o)
+	return c.createLockTable(ctx, o)
 }
 
 func (c *Client) createTableOptions(tableName string, opts []CreateTableOption) (*createDynamoDBTableOptions, error) {
@@ -88,18 +80,14 @@ func (c *Client) createTableOptions(tableName string, opts []CreateTableOption) 
 		o.timeToLiveAttribute == o.partitionKeyName || o.timeToLiveAttribute == o.sortKeyName):
 		return nil, invalid("WithTimeToLive", o.timeToLiveAttribute, "is an attribute the lock itself uses; TTL on it would delete live locks")
 	}
-	if _, ok := c.db.(updateTimeToLiveAPI); o.timeToLiveAttribute != "" && !ok {
+	if o.timeToLiveAttribute != "" && !c.canUpdateTimeToLive() {
 		return nil, unsupported("WithTimeToLive", "UpdateTimeToLive")
 	}
 	return o, nil
 }
 
-func (c *Client) createTable(ctx context.Context, o *createDynamoDBTableOptions) (*dynamodb.CreateTableOutput, error) {
+func (c *Client) createLockTable(ctx context.Context, o *createDynamoDBTableOptions) (*dynamodb.CreateTableOutput, error) {
 	tableName := o.tableName
-	var ttl updateTimeToLiveAPI
-	if o.timeToLiveAttribute != "" {
-		ttl = c.db.(updateTimeToLiveAPI) // checked by createTableOptions
-	}
 	in := &dynamodb.CreateTableInput{
 		TableName: aws.String(tableName),
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(o.partitionKeyName), KeyType: types.KeyTypeHash}},
@@ -115,29 +103,27 @@ func (c *Client) createTable(ctx context.Context, o *createDynamoDBTableOptions)
 		in.AttributeDefinitions = append(in.AttributeDefinitions,
 			types.AttributeDefinition{AttributeName: aws.String(o.sortKeyName), AttributeType: types.ScalarAttributeTypeS})
 	}
-	out, err := c.db.CreateTable(ctx, in)
-	c.metrics.call(ctx, "CreateTable")
+	out, err := c.sendCreateTable(ctx, in)
 	var riu *types.ResourceInUseException
 	if errors.As(err, &riu) {
 		return nil, fmt.Errorf("%w: %q at %s: %w", ErrTableExists, tableName, c.endpointOf(err), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dynamolock: create table %q: %w", tableName, c.classify(ctx, err))
+		return nil, fmt.Errorf("dynamolock: create table %q: %w", tableName, err)
 	}
-	if dt, ok := c.db.(describeTableAPI); ok {
-		if err := c.waitActive(ctx, dt, tableName); err != nil {
+	if c.canDescribe() {
+		if err := c.waitActive(ctx, tableName); err != nil {
 			return out, err
 		}
 	}
-	if ttl != nil {
-		_, err := ttl.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+	if o.timeToLiveAttribute != "" {
+		_, err := c.updateTimeToLive(ctx, "WithTimeToLive", &dynamodb.UpdateTimeToLiveInput{
 			TableName: aws.String(tableName),
 			TimeToLiveSpecification: &types.TimeToLiveSpecification{
 				AttributeName: aws.String(o.timeToLiveAttribute),
 				Enabled:       aws.Bool(true),
 			},
 		})
-		c.metrics.call(ctx, "UpdateTimeToLive")
 		if err != nil {
 			return out, fmt.Errorf("dynamolock: enable TTL on %q for attribute %q: %w", tableName, o.timeToLiveAttribute, err)
 		}
@@ -145,12 +131,11 @@ func (c *Client) createTable(ctx context.Context, o *createDynamoDBTableOptions)
 	return out, nil
 }
 
-func (c *Client) waitActive(ctx context.Context, dt describeTableAPI, tableName string) error {
+func (c *Client) waitActive(ctx context.Context, tableName string) error {
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tableName)})
-		c.metrics.call(ctx, "DescribeTable")
+		out, err := c.describeTable(ctx, "waiting for the table", tableName)
 		if err != nil {
-			return fmt.Errorf("dynamolock: wait for table %q: %w", tableName, c.classify(ctx, err))
+			return fmt.Errorf("dynamolock: wait for table %q: %w", tableName, err)
 		}
 		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
 			return nil
@@ -164,37 +149,36 @@ func (c *Client) waitActive(ctx context.Context, dt describeTableAPI, tableName 
 // TableExists reports whether the client's lock table exists, with one
 // DescribeTable call.
 func (c *Client) TableExists(ctx context.Context) (bool, error) {
-	if c.isClosed() {
-		return false, ErrClientClosed
-	}
-	dt, ok := c.db.(describeTableAPI)
-	if !ok {
-		return false, unsupported("TableExists", "DescribeTable")
-	}
-	_, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.tableName)})
-	c.metrics.call(ctx, "DescribeTable")
-	var rnf *types.ResourceNotFoundException
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.As(err, &rnf):
-		return false, nil
-	default:
-		return false, fmt.Errorf("dynamolock: describe table %q: %w", c.tableName, c.classify(ctx, err))
-	}
+	desc, err := c.describeLockTable(ctx, "TableExists")
+	return desc != nil, err
 }
 
-// AssertTableExists returns nil when the lock table exists and an error
-// matching [ErrTableNotFound] when it does not.
+// describeLockTable describes the client's table: nil when it does not
+// exist.
+func (c *Client) describeLockTable(ctx context.Context, feature string) (*types.TableDescription, error) {
+	if c.isClosed() {
+		return nil, ErrClientClosed
+	}
+	if !c.canDescribe() {
+		return nil, unsupported(feature, "DescribeTable")
+	}
+	return describeTable(ctx, c, c.tableName)
+}
+
+// AssertTableExists returns nil when the lock table exists and can hold
+// locks. It returns an error matching [ErrTableNotFound] when the table
+// does not exist, and one matching [ErrEventualGlobalTable] for a global
+// table replicated with multi-Region eventual consistency (unless the
+// client was made with [WithSingleWriterRegion]). One DescribeTable.
 func (c *Client) AssertTableExists(ctx context.Context) error {
-	ok, err := c.TableExists(ctx)
+	desc, err := c.describeLockTable(ctx, "AssertTableExists")
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if desc == nil {
 		return c.tableNotFound(nil)
 	}
-	return nil
+	return c.replicationRefused(desc)
 }
 
 // CreateTableIfNotExists creates the lock table unless it exists, as
@@ -210,9 +194,11 @@ func (c *Client) CreateTableIfNotExists(tableName string, opts ...CreateTableOpt
 // returns true. When it exists (created by an earlier run, another process,
 // or infrastructure code), it waits until it is ACTIVE, checks its key
 // schema, and returns false; a table keyed on other attributes or types
-// returns a *[KeySchemaError]. Of the options, only the key names are
-// compared with an existing table; billing, tags and TTL are not checked or
-// changed.
+// returns a *[KeySchemaError], and a global table replicated with
+// multi-Region eventual consistency an error matching
+// [ErrEventualGlobalTable] (unless [WithSingleWriterRegion]). Of the
+// options, only the key names are compared with an existing table; billing,
+// tags and TTL are not checked or changed.
 //
 // It costs one DescribeTable when the table exists, and one DescribeTable
 // plus the creation when it does not. It needs DescribeTable; with a
@@ -227,23 +213,22 @@ func (c *Client) CreateTableIfNotExistsWithContext(ctx context.Context, tableNam
 	if err != nil {
 		return false, err
 	}
-	dt, ok := c.db.(describeTableAPI)
-	if !ok {
+	if !c.canDescribe() {
 		return false, unsupported("CreateTableIfNotExists", "DescribeTable")
 	}
-	desc, err := describeTable(ctx, c, dt, tableName)
+	desc, err := describeTable(ctx, c, tableName)
 	if err != nil {
 		return false, err
 	}
 	if desc == nil {
-		_, err := c.createTable(ctx, o)
+		_, err := c.createLockTable(ctx, o)
 		if err == nil {
 			return true, nil
 		}
 		if !errors.Is(err, ErrTableExists) { // not a concurrent creation
 			return false, err
 		}
-		if desc, err = describeTable(ctx, c, dt, tableName); err != nil {
+		if desc, err = describeTable(ctx, c, tableName); err != nil {
 			return false, err
 		}
 		if desc == nil {
@@ -251,24 +236,25 @@ func (c *Client) CreateTableIfNotExistsWithContext(ctx context.Context, tableNam
 		}
 	}
 	if desc.TableStatus != types.TableStatusActive {
-		if err := c.waitActive(ctx, dt, tableName); err != nil {
+		if err := c.waitActive(ctx, tableName); err != nil {
 			return false, err
 		}
 	}
-	return false, checkKeySchema(tableName, o, tableKeySchema(desc))
+	if err := checkKeySchema(tableName, o, tableKeySchema(desc)); err != nil {
+		return false, err
+	}
+	return false, c.replicationRefused(desc)
 }
 
 // describeTable returns the table's description, or nil when it does not
 // exist.
-func describeTable(ctx context.Context, c *Client, dt describeTableAPI, tableName string) (*types.TableDescription, error) {
-	out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tableName)})
-	c.metrics.call(ctx, "DescribeTable")
-	var rnf *types.ResourceNotFoundException
+func describeTable(ctx context.Context, c *Client, tableName string) (*types.TableDescription, error) {
+	out, err := c.describeTable(ctx, "DescribeTable", tableName)
 	switch {
-	case errors.As(err, &rnf):
+	case isNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("dynamolock: describe table %q: %w", tableName, c.classify(ctx, err))
+		return nil, fmt.Errorf("dynamolock: describe table %q: %w", tableName, err)
 	case out.Table == nil:
 		return nil, fmt.Errorf("dynamolock: describe table %q: the answer has no table description", tableName)
 	}

@@ -76,6 +76,13 @@
 // Only the fencing token and guarded writes give correctness; the lease
 // alone gives efficiency (work is rarely done twice).
 //
+// Mutual exclusion holds within one DynamoDB Region. A global table
+// replicated with multi-Region eventual consistency lets two Regions grant
+// one lock, so a client refuses such a table before its first write
+// ([ErrEventualGlobalTable]) unless every client writes through one Region
+// ([WithSingleWriterRegion]); tables with multi-Region strong consistency
+// are accepted.
+//
 // # Owner names
 //
 // Every lock item records its holder's owner name. The default, as in

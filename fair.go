@@ -306,9 +306,7 @@ func (a *acquisition) join(ctx context.Context, v *view) error {
 	in := c.guardedUpdate(c.itemKeyOf(a.key, a.sortKey), b, update, cond)
 	in.ReturnValues = types.ReturnValueAllNew
 	a.endsBefore = c.wakeups.ended.Load()
-	out, err := c.db.UpdateItem(ctx, in)
-	c.metrics.call(ctx, "UpdateItem")
-	err = c.classify(ctx, err)
+	out, err := c.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
@@ -340,8 +338,7 @@ func (a *acquisition) leaveQueue(ctx context.Context) {
 		ConditionExpression:      aws.String("attribute_exists(" + q + ")"),
 		ExpressionAttributeNames: b.names,
 	}
-	_, err := c.db.UpdateItem(ctx, in)
-	c.metrics.call(ctx, "UpdateItem")
+	_, err := c.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the fair queue; the entry is skipped after its lease",

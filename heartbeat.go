@@ -229,9 +229,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			c.sched.notify(l) // the lease may now end earlier: Done must close then
 		}
 
-		_, err := c.db.UpdateItem(ctx, w.input)
-		c.metrics.call(ctx, "UpdateItem")
-		err = c.classify(ctx, err)
+		_, err := c.updateItem(ctx, w.input)
 		if err == nil {
 			l.renewed(w)
 			c.metrics.heartbeat(ctx, "ok")

@@ -191,3 +191,13 @@ func closedWithin(ch <-chan struct{}, d time.Duration) bool {
 		return false
 	}
 }
+
+// tableChecked removes from calls the one DescribeTable a client sends
+// before its first write (the global-table check, see
+// WithSingleWriterRegion), failing the test if it is missing.
+func tableChecked(t testing.TB, calls map[string]int) map[string]int {
+	t.Helper()
+	require.Equal(t, 1, calls["DescribeTable"], "one DescribeTable before the client's first write: %v", calls)
+	delete(calls, "DescribeTable")
+	return calls
+}

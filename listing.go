@@ -11,14 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-type scanAPI interface {
-	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-}
-
-type queryAPI interface {
-	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
-
 // AllLocks lists every lock item in the table with a consistent Scan,
 // fetching one page at a time as the loop asks for more. Each *Lock is a
 // read-only view (owner, lease, released state, fencing token, data,
@@ -33,17 +25,15 @@ func (c *Client) AllLocks(ctx context.Context) iter.Seq2[*Lock, error] {
 			yield(nil, ErrClientClosed)
 			return
 		}
-		sc, ok := c.db.(scanAPI)
-		if !ok {
+		if !c.canScan() {
 			yield(nil, unsupported("AllLocks", "Scan"))
 			return
 		}
 		in := &dynamodb.ScanInput{TableName: aws.String(c.tableName), ConsistentRead: aws.Bool(true)}
 		c.paginate(func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 			in.ExclusiveStartKey = start
-			out, err := sc.Scan(ctx, in)
-			c.metrics.call(ctx, "Scan")
-			if err = c.classify(ctx, err); err != nil {
+			out, err := c.scan(ctx, "AllLocks", in)
+			if err != nil {
 				return nil, nil, fmt.Errorf("dynamolock: scan %q: %w", c.tableName, err)
 			}
 			return out.Items, out.LastEvaluatedKey, nil
@@ -64,8 +54,7 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 			yield(nil, err)
 			return
 		}
-		q, ok := c.db.(queryAPI)
-		if !ok {
+		if !c.canQuery() {
 			yield(nil, unsupported("LocksByPartitionKey", "Query"))
 			return
 		}
@@ -79,9 +68,8 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 		}
 		c.paginate(func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 			in.ExclusiveStartKey = start
-			out, err := q.Query(ctx, in)
-			c.metrics.call(ctx, "Query")
-			if err = c.classify(ctx, err); err != nil {
+			out, err := c.query(ctx, "LocksByPartitionKey", in)
+			if err != nil {
 				return nil, nil, fmt.Errorf("dynamolock: query %q for key %q: %w", c.tableName, key, err)
 			}
 			return out.Items, out.LastEvaluatedKey, nil

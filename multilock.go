@@ -20,10 +20,6 @@ const MaxLocksPerAcquire = 100
 // maxTransactionBytes is DynamoDB's limit on the size of one transaction.
 const maxTransactionBytes = 4 * 1024 * 1024
 
-type transactWriteAPI interface {
-	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-}
-
 // errTransactionConflict: another write to one of the items was in
 // progress. Nothing is known about the holders; retry after a pause.
 var errTransactionConflict = errors.New("a concurrent write to one of the items conflicted with the transaction")
@@ -75,11 +71,10 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 	if err := c.validateAcquireLocks(keys, o); err != nil {
 		return nil, err
 	}
-	tw, ok := c.db.(transactWriteAPI)
-	if !ok {
+	if !c.canTransact() {
 		return nil, unsupported("AcquireLocks", "TransactWriteItems")
 	}
-	m := &multiAcquisition{c: c, tw: tw, o: o, start: time.Now(), keys: slices.Sorted(slices.Values(keys)),
+	m := &multiAcquisition{c: c, o: o, start: time.Now(), keys: slices.Sorted(slices.Values(keys)),
 		attempts: make(map[string]attempt, 2)}
 	byKey, err := m.admitThenRun(ctx)
 	c.metrics.acquired(ctx, err, time.Since(m.start))
@@ -136,7 +131,6 @@ func (c *Client) validateAcquireLocks(keys []string, o *acquireLockOptions) erro
 // multiAcquisition is the state of one AcquireLocks call.
 type multiAcquisition struct {
 	c        *Client
-	tw       transactWriteAPI
 	o        *acquireLockOptions
 	start    time.Time
 	keys     []string  // sorted
@@ -186,8 +180,7 @@ func (m *multiAcquisition) tryWrite(ctx context.Context, takeover map[string]str
 		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(k, m.o.sortKey, m.o, rvn, takeover[k], nil, sent))}
 	}
 	m.attempts[rvn] = attempt{sent: sent, lease: m.o.lease}
-	_, err := m.tw.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	c.metrics.call(ctx, "TransactWriteItems")
+	_, err := c.transactWriteItems(ctx, "AcquireLocks", &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
 		locks, err := m.adopt(ctx, rvn, m.attempts[rvn])
 		return locks, nil, err
@@ -407,19 +400,14 @@ func (m *multiAcquisition) readAll(ctx context.Context) (map[string]map[string]t
 }
 
 func (m *multiAcquisition) read(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
-	out, err := m.c.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(m.c.tableName),
-		Key:            m.c.itemKeyOf(key, m.o.sortKey),
-		ConsistentRead: aws.Bool(true),
-	})
-	m.c.metrics.call(ctx, "GetItem")
+	item, err := m.c.getItem(ctx, m.c.itemKeyOf(key, m.o.sortKey))
 	if err != nil {
 		return nil, err
 	}
-	if out.Item == nil {
+	if item == nil {
 		return map[string]types.AttributeValue{}, nil
 	}
-	return out.Item, nil
+	return item, nil
 }
 
 // retryable reports whether a DynamoDB error leaves room for another try

@@ -72,7 +72,7 @@ func TestAcquireLocksFreeKeys(t *testing.T) {
 	keys := []string{"c", "a", "b"}
 	locks, err := c.AcquireLocks(ctx, keys, dynamolock.WithData([]byte("batch")), dynamolock.ReplaceData())
 	require.NoError(t, err)
-	calls := cc.reset()
+	calls := tableChecked(t, cc.reset())
 	t.Logf("3 free keys: %v", calls)
 	require.Equal(t, map[string]int{"TransactWriteItems": 1, "GetItem": 3}, calls)
 	require.Len(t, locks, 3)
@@ -254,7 +254,7 @@ func TestAcquireLocksFailIfLockedAndTimeout(t *testing.T) {
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, "b", held.Key)
 	require.Less(t, time.Since(start), time.Second)
-	require.Equal(t, map[string]int{"TransactWriteItems": 1}, cc.reset(),
+	require.Equal(t, map[string]int{"TransactWriteItems": 1}, tableChecked(t, cc.reset()),
 		"the cancelled transaction returns the holder's item: no read")
 
 	start = time.Now()

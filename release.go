@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 )
 
 // ReleaseLock releases lock, as ReleaseLockWithContext does with
@@ -92,9 +90,8 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	}
 
 	var err error
-	var attempts atomic.Int32 // HTTP attempts, the SDK's retries included
 	for adopt := 0; ; adopt++ {
-		err = c.classify(ctx, c.sendRelease(ctx, l, deleteLock, o.data, &attempts))
+		err = c.sendRelease(ctx, l, deleteLock, o.data)
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
 			break
@@ -111,10 +108,10 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	case err == nil:
 	case o.bestEffort:
 		l.log(slog.LevelWarn, "best-effort release failed; the lock expires after its lease", slogErr(err))
-	case surelyNotApplied(err) && attempts.Load() == 1:
-		// DynamoDB rejected the only attempt: nothing changed. (After
-		// several attempts, an earlier one may have landed whatever the
-		// last answer says.)
+	case surelyNotApplied(err):
+		// Never sent, or DynamoDB rejected it and no earlier attempt of
+		// the call (an SDK retry) failed without an answer: nothing
+		// changed.
 		return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err)
 	default:
 		// The release may have landed, or may still land: another client
@@ -181,7 +178,7 @@ func (c *Client) forceRelease(ctx context.Context, l *Lock, o *releaseLockOption
 		return false, ErrLockAlreadyReleased
 	}
 	deleteLock := o.deleteLock != nil && *o.deleteLock
-	if err := c.sendRelease(ctx, l, deleteLock, o.data, new(atomic.Int32)); err != nil {
+	if err := c.sendRelease(ctx, l, deleteLock, o.data); err != nil {
 		return false, fmt.Errorf("dynamolock: release %q: %w", l.partitionKey, err)
 	}
 	l.log(slog.LevelInfo, "lock released")
@@ -191,23 +188,21 @@ func (c *Client) forceRelease(ctx context.Context, l *Lock, o *releaseLockOption
 // sendRelease sends the one conditional write that releases l: conditioned
 // on this owner and the RVNs the item may carry. It removes the stored
 // expiry, so that no later reader trusts it.
-func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data []byte, attempts *atomic.Int32) error {
-	count := countAttempts(attempts)
+func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data []byte) error {
 	b := newExprBuilder()
 	l.mu.Lock()
 	cond := l.conditionLocked(b, "")
 	l.mu.Unlock()
 	var err error
 	if deleteLock {
-		_, err = c.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		_, err = c.deleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName:                           aws.String(c.tableName),
 			Key:                                 l.itemKey(),
 			ConditionExpression:                 aws.String(cond),
 			ExpressionAttributeNames:            b.names,
 			ExpressionAttributeValues:           b.values,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}, count)
-		c.metrics.call(ctx, "DeleteItem")
+		})
 		return err
 	}
 	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1"))
@@ -215,22 +210,6 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
 	}
 	update += " REMOVE " + expiryAttrs(b)
-	_, err = c.db.UpdateItem(ctx, c.guardedUpdate(l.itemKey(), b, update, cond), count)
-	c.metrics.call(ctx, "UpdateItem")
+	_, err = c.updateItem(ctx, c.guardedUpdate(l.itemKey(), b, update, cond))
 	return err
-}
-
-// countAttempts adds to n once per HTTP attempt of the call (after the
-// SDK's retry step). A DynamoDBClient that ignores the SDK's options leaves
-// n at 0, which counts as "unknown".
-func countAttempts(n *atomic.Int32) func(*dynamodb.Options) {
-	return func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-			return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("dynamolockCountAttempts",
-				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-					n.Add(1)
-					return next.HandleFinalize(ctx, in)
-				}), middleware.After)
-		})
-	}
 }

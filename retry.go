@@ -24,7 +24,8 @@ func isTransient(err error) bool {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	var rnf *types.ResourceNotFoundException
-	if errors.As(err, &ccf) || errors.As(err, &rnf) {
+	var ce *ConnectionError
+	if errors.As(err, &ccf) || errors.As(err, &rnf) || errors.As(err, &ce) && ce.permanent() {
 		return false
 	}
 	if s := httpStatus(err); s >= 500 || s == 429 {
@@ -34,7 +35,10 @@ func isTransient(err error) bool {
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
 		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
-			"InternalServerError", "ServiceUnavailable", "TransactionInProgressException":
+			"InternalServerError", "ServiceUnavailable", "TransactionInProgressException",
+			// A multi-Region strongly consistent table: another Region was
+			// writing the item; this write did not apply.
+			"ReplicatedWriteConflictException":
 			return true
 		}
 		return ae.ErrorFault() == smithy.FaultServer
@@ -51,7 +55,8 @@ func ownError(err error) bool {
 	var format *ItemFormatError
 	var lost *LockLostError
 	var notGranted *LockNotGrantedError
-	if errors.As(err, &inv) || errors.As(err, &format) || errors.As(err, &lost) || errors.As(err, &notGranted) {
+	var global *GlobalTableError
+	if errors.As(err, &inv) || errors.As(err, &format) || errors.As(err, &lost) || errors.As(err, &notGranted) || errors.As(err, &global) {
 		return true
 	}
 	for _, sentinel := range []error{ErrOwnerMismatched, ErrReadOnlyLockHeartbeat, ErrLockAlreadyReleased,
@@ -64,10 +69,21 @@ func ownError(err error) bool {
 }
 
 // surelyNotApplied reports whether a failed write certainly did not change
-// the item: DynamoDB answered and rejected it (a condition, validation or
-// throttling error). Any other failure leaves the outcome unknown: the
-// write may have landed, or may still land.
+// the item: it was never sent, or DynamoDB answered and rejected it (a
+// condition, validation or throttling error) and no earlier attempt of the
+// same call (an SDK retry) failed without an answer. Any other failure
+// leaves the outcome unknown: the write may have landed, or may still land.
 func surelyNotApplied(err error) bool {
+	if mayHaveLanded(err) {
+		return false
+	}
+	var ns *notSentError
+	return errors.As(err, &ns) || neverSent(err) || rejected(err)
+}
+
+// rejected reports whether DynamoDB answered err and said that the request
+// did not apply.
+func rejected(err error) bool {
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
 		return false

@@ -189,12 +189,7 @@ func (l *Lock) checkStillOurs() {
 	c := l.client
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(c.tableName),
-		Key:            l.itemKey(),
-		ConsistentRead: aws.Bool(true),
-	})
-	c.metrics.call(ctx, "GetItem")
+	item, err := c.getItem(ctx, l.itemKey())
 	if err != nil {
 		return
 	}
@@ -203,7 +198,7 @@ func (l *Lock) checkStillOurs() {
 	// next heartbeat tells otherwise).
 	// A write of this lock in flight (its release, whose landing may be
 	// what let another owner in, or a heartbeat) tells instead.
-	if rec, ours := l.ownItem(out.Item); rec != nil && !ours && l.tryTakeWrites() {
+	if rec, ours := l.ownItem(item); rec != nil && !ours && l.tryTakeWrites() {
 		defer l.giveWrites()
 		l.lose(ErrLockTakenOver, errors.New("dynamolock: a guarded transaction was cancelled and the lock item is no longer this acquisition's"))
 	}

@@ -199,6 +199,12 @@ func (f *faultyDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput,
 	return do(f, ctx, "DeleteItem", in, func(c context.Context) (*dynamodb.DeleteItemOutput, error) { return f.model.DeleteItem(c, in) })
 }
 
+// DescribeTable is the check a client makes before its first write (the
+// global-table check): under the same faults as every other call.
+func (f *faultyDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	return do(f, ctx, "DescribeTable", in, func(c context.Context) (*dynamodb.DescribeTableOutput, error) { return f.model.DescribeTable(c, in) })
+}
+
 func (f *faultyDB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	return f.model.CreateTable(ctx, in)
 }

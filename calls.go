@@ -1,0 +1,271 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// Every DynamoDB request of the library goes through this file, and no
+// other file calls the DynamoDBClient: each request is counted once (for
+// Stats and the metrics) under its operation's name, and its error is
+// classified (a missing table, a key the table rejects, an endpoint that
+// cannot be reached or spoken to) the same way wherever it is sent. Writes
+// also check the table once (tablecheck.go) and record what their HTTP
+// attempts showed (see writeAttempts).
+
+// The optional interfaces of a DynamoDBClient that some operations need;
+// *dynamodb.Client has them all.
+type (
+	describeTableAPI interface {
+		DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	}
+	updateTimeToLiveAPI interface {
+		UpdateTimeToLive(ctx context.Context, params *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+	}
+	transactWriteAPI interface {
+		TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	}
+	scanAPI interface {
+		Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	}
+	queryAPI interface {
+		Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	}
+)
+
+// getItem reads the item at key with a consistent GetItem: nil when there
+// is none.
+func (c *Client) getItem(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(c.tableName),
+		Key:            key,
+		ConsistentRead: aws.Bool(true),
+	})
+	if err = c.done(ctx, "GetItem", err); err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
+// updateItem sends one conditional UpdateItem: a write (see write).
+func (c *Client) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	var out *dynamodb.UpdateItemOutput
+	err := c.write(ctx, "UpdateItem", func(opt func(*dynamodb.Options)) (err error) {
+		out, err = c.db.UpdateItem(ctx, in, opt)
+		return err
+	})
+	return out, err
+}
+
+// deleteItem sends one conditional DeleteItem: a write (see write).
+func (c *Client) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+	var out *dynamodb.DeleteItemOutput
+	err := c.write(ctx, "DeleteItem", func(opt func(*dynamodb.Options)) (err error) {
+		out, err = c.db.DeleteItem(ctx, in, opt)
+		return err
+	})
+	return out, err
+}
+
+// transactWriteItems sends one TransactWriteItems: a write (see write).
+// feature names the caller's operation for the error when the client
+// cannot send transactions.
+func (c *Client) transactWriteItems(ctx context.Context, feature string, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+	tw, ok := c.db.(transactWriteAPI)
+	if !ok {
+		return nil, unsupported(feature, "TransactWriteItems")
+	}
+	if err := c.checkTable(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.table.transactions(c.tableName, feature); err != nil {
+		return nil, err
+	}
+	var out *dynamodb.TransactWriteItemsOutput
+	err := c.write(ctx, "TransactWriteItems", func(opt func(*dynamodb.Options)) (err error) {
+		out, err = tw.TransactWriteItems(ctx, in, opt)
+		return err
+	})
+	return out, err
+}
+
+// canTransact reports whether the client can send TransactWriteItems.
+func (c *Client) canTransact() bool {
+	_, ok := c.db.(transactWriteAPI)
+	return ok
+}
+
+// describeTable describes tableName with one DescribeTable. A missing
+// table's error is the SDK's *types.ResourceNotFoundException, unclassified:
+// callers that look for a table decide what it means (see isNotFound).
+func (c *Client) describeTable(ctx context.Context, feature, tableName string) (*dynamodb.DescribeTableOutput, error) {
+	dt, ok := c.db.(describeTableAPI)
+	if !ok {
+		return nil, unsupported(feature, "DescribeTable")
+	}
+	out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tableName)})
+	c.metrics.call(ctx, "DescribeTable")
+	if err != nil && !isNotFound(err) {
+		err = c.classifyAs(ctx, "DescribeTable", err, false)
+	}
+	return out, err
+}
+
+// canDescribe reports whether the client can send DescribeTable.
+func (c *Client) canDescribe() bool {
+	_, ok := c.db.(describeTableAPI)
+	return ok
+}
+
+func isNotFound(err error) bool {
+	var rnf *types.ResourceNotFoundException
+	return errors.As(err, &rnf)
+}
+
+// sendCreateTable sends one CreateTable.
+func (c *Client) sendCreateTable(ctx context.Context, in *dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error) {
+	out, err := c.db.CreateTable(ctx, in)
+	c.metrics.call(ctx, "CreateTable")
+	if err != nil {
+		err = c.classifyAs(ctx, "CreateTable", err, false)
+	}
+	return out, err
+}
+
+// updateTimeToLive sends one UpdateTimeToLive.
+func (c *Client) updateTimeToLive(ctx context.Context, feature string, in *dynamodb.UpdateTimeToLiveInput) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	ttl, ok := c.db.(updateTimeToLiveAPI)
+	if !ok {
+		return nil, unsupported(feature, "UpdateTimeToLive")
+	}
+	out, err := ttl.UpdateTimeToLive(ctx, in)
+	return out, c.done(ctx, "UpdateTimeToLive", err)
+}
+
+// canUpdateTimeToLive reports whether the client can send UpdateTimeToLive.
+func (c *Client) canUpdateTimeToLive() bool {
+	_, ok := c.db.(updateTimeToLiveAPI)
+	return ok
+}
+
+// scan sends one consistent Scan page.
+func (c *Client) scan(ctx context.Context, feature string, in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+	sc, ok := c.db.(scanAPI)
+	if !ok {
+		return nil, unsupported(feature, "Scan")
+	}
+	out, err := sc.Scan(ctx, in)
+	return out, c.done(ctx, "Scan", err)
+}
+
+// query sends one consistent Query page.
+func (c *Client) query(ctx context.Context, feature string, in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+	q, ok := c.db.(queryAPI)
+	if !ok {
+		return nil, unsupported(feature, "Query")
+	}
+	out, err := q.Query(ctx, in)
+	return out, c.done(ctx, "Query", err)
+}
+
+// canScan and canQuery report whether the client can list locks.
+func (c *Client) canScan() bool {
+	_, ok := c.db.(scanAPI)
+	return ok
+}
+
+func (c *Client) canQuery() bool {
+	_, ok := c.db.(queryAPI)
+	return ok
+}
+
+// sdkOptions returns the options of an SDK client (its endpoint and
+// region), for the errors that name where the client sends its calls.
+func (c *Client) sdkOptions() (dynamodb.Options, bool) {
+	o, ok := c.db.(interface{ Options() dynamodb.Options })
+	if !ok {
+		return dynamodb.Options{}, false
+	}
+	return o.Options(), true
+}
+
+// done counts a read or table call named op and classifies its error.
+func (c *Client) done(ctx context.Context, op string, err error) error {
+	c.metrics.call(ctx, op)
+	if err == nil {
+		return nil
+	}
+	return c.classifyAs(ctx, op, err, false)
+}
+
+// write sends one write named op through send, which passes opt to the
+// SDK call. The table is checked first (once per client; see checkTable):
+// a write the check refuses is never sent. opt records every HTTP attempt
+// of the call; when the SDK retried after an attempt whose outcome is
+// unknown (its answer was lost), the error says so (mayHaveLanded), even
+// when the last attempt was rejected: the earlier one may have landed.
+func (c *Client) write(ctx context.Context, op string, send func(opt func(*dynamodb.Options)) error) error {
+	if err := c.checkTable(ctx); err != nil {
+		return err
+	}
+	t := new(writeAttempts)
+	err := send(t.option)
+	c.metrics.call(ctx, op)
+	if err == nil {
+		return nil
+	}
+	return c.classifyAs(ctx, op, err, t.unknown.Load())
+}
+
+// writeAttempts records the HTTP attempts of one write, counted after the
+// SDK's retry step. A DynamoDBClient that ignores the SDK's options records
+// nothing: its calls are taken as one attempt each, as before.
+type writeAttempts struct {
+	n       atomic.Int32
+	unknown atomic.Bool // an attempt failed without an answer that says it did not apply
+}
+
+func (t *writeAttempts) option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, t.addMiddleware)
+}
+
+func (t *writeAttempts) addMiddleware(stack *middleware.Stack) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("dynamolockWriteAttempts", t.attempt), middleware.After)
+}
+
+func (t *writeAttempts) attempt(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+	out, md, err := next.HandleFinalize(ctx, in)
+	t.n.Add(1)
+	if err != nil && !rejected(err) && !neverSent(err) {
+		t.unknown.Store(true)
+	}
+	return out, md, err
+}
+
+// mayHaveLandedError is a write's error when an earlier HTTP attempt of
+// the same call failed without an answer: whatever the last attempt says,
+// the write may have been applied.
+type mayHaveLandedError struct{ err error }
+
+func (e *mayHaveLandedError) Error() string { return e.err.Error() }
+func (e *mayHaveLandedError) Unwrap() error { return e.err }
+
+// mayHaveLanded reports whether err is a write's error after an attempt
+// whose outcome is unknown.
+func mayHaveLanded(err error) bool {
+	var m *mayHaveLandedError
+	return errors.As(err, &m)
+}
+
+// notSentError is a write's error when the write was never sent: the
+// table check before it failed. The write surely did not apply.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
