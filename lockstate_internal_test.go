@@ -340,15 +340,32 @@ func TestSchedulerCapacity(t *testing.T) {
 	if _, capacity, _ := s.load(); math.Abs(capacity-200) > 1e-9 {
 		t.Fatalf("capacity %v after a window with a free worker, want still 200", capacity)
 	}
-	// No saturated window for longer than the horizon: the workers kept up
-	// with everything, and the capacity is workers / round trip again
+	// No saturated window for longer than the horizon (3 s after the one
+	// that ended at 0.5 s): the workers kept up with everything, and the
+	// rate rises by a quarter with each window, up to workers / round trip
 	// (issue 21: a short slowdown must not keep admission shut).
-	for i := 1; i <= 2000; i++ {
+	at := func(i int) time.Time { return start.Add(1500*time.Millisecond + time.Duration(i)*2*time.Millisecond) }
+	for i := 1; i <= 1250; i++ { // to 4.0 s: one window past the horizon
 		s.windowIdle = true
-		s.measure(start.Add(1500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
+		s.measure(at(i))
+	}
+	if _, capacity, _ := s.load(); math.Abs(capacity-250) > 1e-9 {
+		t.Fatalf("capacity %v one window past the horizon, want 200 × 1.25 = 250", capacity)
+	}
+	for i := 1251; i <= 2000; i++ {
+		s.windowIdle = true
+		s.measure(at(i))
 	}
 	if _, capacity, _ := s.load(); capacity != 400 {
-		t.Fatalf("capacity %v 4 s after the last saturated window, want 4 workers / 10 ms = 400", capacity)
+		t.Fatalf("capacity %v 5.5 s after the last saturated window, want 4 workers / 10 ms = 400", capacity)
+	}
+	// A saturated window replaces the old rate outright: 50 beats in 500 ms.
+	s.windowIdle = false
+	for i := 1; i <= 50; i++ {
+		s.measure(at(2000).Add(time.Duration(i) * 10 * time.Millisecond))
+	}
+	if _, capacity, _ := s.load(); math.Abs(capacity-100) > 1 {
+		t.Fatalf("capacity %v after a fresh saturated window of 100/s, want 100", capacity)
 	}
 }
 

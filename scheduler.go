@@ -89,7 +89,7 @@ type scheduler struct {
 	windowStart time.Time
 	windowBeats int
 	windowIdle  bool      // a worker was free at some point of the window
-	satRate     float64   // moving average of saturated windows' rates, quick down, slow up; 0: none in the horizon
+	satRate     float64   // moving average of saturated windows' rates, quick down, slow up; 0: none yet
 	satAt       time.Time // when the last saturated window ended
 }
 
@@ -397,26 +397,33 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 
 // measure counts a successful beat and publishes the capacity: the rate
 // measured over the recent windows in which every worker stayed busy
-// (what the workers and DynamoDB together sustain), as long as one was
-// measured in the last measureHorizon; otherwise workers / round trip
-// (Little's law, from the moving average of recent beats' round trips).
+// (what the workers and DynamoDB together sustain), or, before any such
+// window, workers / round trip (Little's law, from the moving average of
+// recent beats' round trips), which overestimates when the workers are
+// not the bottleneck.
 //
-// A saturated rate stays valid only that long because windows with a free
-// worker measure no rate: after a short slowdown, a rate measured then
-// would otherwise bind admission for good although beats are fast again
-// (issue 21). Workers / round trip overestimates when the workers are not
-// the bottleneck, but then they are not saturated, and admission binds
-// only once the held locks need more than a period allows (lease ≥ 2
-// periods): the scheduler is saturated then and measures a fresh rate
-// every window, so the measured rate is the one that binds whenever it
-// matters.
+// Windows with a free worker measure no rate (the beats that end in one
+// may have waited on DynamoDB in the window before). So that a short slowdown does not keep
+// admission shut for good once beats are fast again (issue 21), a
+// saturated rate older than measureHorizon rises by a quarter with every
+// such window (up to workers / round trip), and the next saturated window
+// replaces it outright. It rises step by step, not at once, because
+// bursts leave windows with a free worker while DynamoDB is saturated, and
+// jumping to Little's law then would admit far more than it can renew.
+// Admission binds only once the held locks need more than a period allows
+// (lease ≥ 2 periods): the scheduler is saturated then and measures a
+// fresh rate every window.
 func (s *scheduler) measure(now time.Time) {
 	s.windowBeats++
+	little := float64(s.c.heartbeatConcurrency) / s.rtt.Seconds()
 	if elapsed := now.Sub(s.windowStart); elapsed >= measureWindow {
-		if !s.windowIdle && !s.windowStart.IsZero() {
-			rate := float64(s.windowBeats) / elapsed.Seconds()
+		rate := float64(s.windowBeats) / elapsed.Seconds()
+		stale := now.Sub(s.satAt) > measureHorizon
+		switch {
+		case s.windowStart.IsZero():
+		case !s.windowIdle:
 			switch {
-			case s.satRate == 0:
+			case s.satRate == 0 || stale:
 				s.satRate = rate
 			case rate < s.satRate:
 				s.satRate += (rate - s.satRate) / 2 // a slower backend counts at once
@@ -424,22 +431,21 @@ func (s *scheduler) measure(now time.Time) {
 				s.satRate += (rate - s.satRate) / 16 // a faster one only if it lasts
 			}
 			s.satAt = now
+		case s.satRate > 0 && stale:
+			s.satRate = max(s.satRate, min(1.25*s.satRate, little))
 		}
 		s.windowStart, s.windowBeats, s.windowIdle = now, 0, false
 	}
-	if s.satRate > 0 && now.Sub(s.satAt) > measureHorizon {
-		s.satRate = 0 // no longer measured: the next saturated window starts afresh
-	}
 	capacity := s.satRate
 	if capacity == 0 {
-		capacity = float64(s.c.heartbeatConcurrency) / s.rtt.Seconds()
+		capacity = little
 	}
 	s.capacityBits.Store(math.Float64bits(capacity))
 }
 
 // measureWindow is how long a window of the saturated rate lasts, and
-// measureHorizon how long a saturated rate counts after the last window
-// that measured it.
+// measureHorizon how long a saturated rate stands as measured after the
+// last window that measured it.
 const (
 	measureWindow  = 500 * time.Millisecond
 	measureHorizon = 3 * time.Second
