@@ -429,3 +429,36 @@ func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
 	}
 	end(false)
 }
+
+// The capacity is the lowest rate of the saturated windows of the last
+// 10 s: a lock admitted at the average is lost in the next dip longer
+// than its lease's slack.
+func TestSchedulerCapacityIsTheWorstRecentWindow(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
+	s := c.sched // its loop never starts: no lock is acquired
+	s.rtt = time.Millisecond
+	start := time.Now()
+	s.measure(start)
+	s.slots = 0
+	at := start
+	window := func(beats int) { // one saturated window of 500 ms
+		for range beats {
+			at = at.Add(500 * time.Millisecond / time.Duration(beats))
+			s.measure(at)
+		}
+	}
+	window(100) // 200/s
+	window(50)  // 100/s: a dip
+	for range 10 {
+		window(200) // 400/s
+	}
+	if _, capacity, _ := s.load(); math.Abs(capacity-100) > 1 {
+		t.Fatalf("capacity %v 5 s after a dip to 100/s, want 100", capacity)
+	}
+	for range 12 {
+		window(200)
+	}
+	if _, capacity, _ := s.load(); math.Abs(capacity-400) > 1 {
+		t.Fatalf("capacity %v once the dip is 11 s old, want 400", capacity)
+	}
+}

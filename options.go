@@ -110,9 +110,10 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // before its first DynamoDB call while the held locks, with it, would need
 // more than fraction of the renewals per second the client can send. A
 // lock needs at least one renewal per lease. The client measures what it
-// can send as the rate of successful heartbeats in the recent half-second
-// windows in which every heartbeat worker stayed busy (a lower rate counts
-// at once, a higher one only if it lasts); before the first such window,
+// can send as the lowest rate of successful heartbeats in the half-second
+// windows of the last 10 s in which every heartbeat worker stayed busy (a
+// lock admitted at the average rate would be lost in the next dip longer
+// than its lease's slack); before the first such window,
 // [WithHeartbeatConcurrency] divided by the moving average of a
 // heartbeat's round trip (Little's law). When no window was saturated for
 // 3 s, the workers kept up with every beat asked of them: the old rate

@@ -88,9 +88,10 @@ type scheduler struct {
 	// ever free during it.
 	windowStart time.Time
 	windowBeats int
-	windowIdle  bool      // a worker was free at some point of the window
-	satRate     float64   // moving average of saturated windows' rates, quick down, slow up; 0: none yet
-	satAt       time.Time // when the last saturated window ended
+	windowIdle  bool        // a worker was free at some point of the window
+	satWindows  []satWindow // the last saturated windows, oldest first
+	satRate     float64     // the lowest rate of those in measureMemory, or risen since; 0: none yet
+	satAt       time.Time   // when the last saturated window ended
 }
 
 func newScheduler(c *Client) *scheduler {
@@ -103,6 +104,7 @@ func newScheduler(c *Client) *scheduler {
 		slots:      c.heartbeatConcurrency,
 		admitSlots: make(chan struct{}, max(1, c.heartbeatConcurrency/4)),
 		epoch:      time.Now(),
+		satWindows: make([]satWindow, 0, measureMemory/measureWindow),
 	}
 	s.slackBits.Store(math.Float64bits(math.Inf(1)))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -395,10 +397,11 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 	s.update(r.l, now)
 }
 
-// measure counts a successful beat and publishes the capacity: the rate
-// measured over the recent windows in which every worker stayed busy
-// (what the workers and DynamoDB together sustain), or, before any such
-// window, workers / round trip (Little's law, from the moving average of
+// measure counts a successful beat and publishes the capacity: the lowest
+// rate of the windows of the last measureMemory in which every worker
+// stayed busy (what the workers and DynamoDB together sustained at their
+// worst: a lock admitted at the average rate is lost in the next dip that
+// lasts longer than its lease's slack), or, before any such window, workers / round trip (Little's law, from the moving average of
 // recent beats' round trips), which overestimates when the workers are
 // not the bottleneck.
 //
@@ -422,13 +425,18 @@ func (s *scheduler) measure(now time.Time) {
 		switch {
 		case s.windowStart.IsZero():
 		case !s.windowIdle:
-			switch {
-			case s.satRate == 0 || stale:
-				s.satRate = rate
-			case rate < s.satRate:
-				s.satRate += (rate - s.satRate) / 2 // a slower backend counts at once
-			default:
-				s.satRate += (rate - s.satRate) / 16 // a faster one only if it lasts
+			if stale {
+				s.satWindows = s.satWindows[:0] // the next saturated window starts afresh
+			}
+			if len(s.satWindows) == cap(s.satWindows) {
+				s.satWindows = append(s.satWindows[:0], s.satWindows[1:]...)
+			}
+			s.satWindows = append(s.satWindows, satWindow{end: now, rate: rate})
+			s.satRate = math.Inf(1)
+			for _, w := range s.satWindows {
+				if now.Sub(w.end) <= measureMemory {
+					s.satRate = min(s.satRate, w.rate)
+				}
 			}
 			s.satAt = now
 		case s.satRate > 0 && stale:
@@ -449,7 +457,14 @@ func (s *scheduler) measure(now time.Time) {
 const (
 	measureWindow  = 500 * time.Millisecond
 	measureHorizon = 3 * time.Second
+	measureMemory  = 10 * time.Second // satWindows holds this many windows
 )
+
+// satWindow is one saturated window's end and rate.
+type satWindow struct {
+	end  time.Time
+	rate float64
+}
 
 // worker sends the beats the loop hands it, one at a time, until stop.
 func (s *scheduler) worker() {
