@@ -173,7 +173,7 @@ func (c *Client) acquire(ctx context.Context, key string, o *acquireLockOptions,
 		return nil, err
 	}
 	l, err := a.run(ctx)
-	defer func() { admitted(err == nil) }()
+	defer func() { admitted.end(err == nil) }()
 	if err != nil {
 		// One bounded wait for both clean-ups, even when ctx has ended.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)

@@ -6,14 +6,13 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"sync/atomic"
 	"time"
 )
 
 // admit makes an acquisition of n locks with lease wait while the client
 // could not renew them in time, and reserves their share of the
 // renewals once it lets them go; the acquisition calls the returned
-// function when it ends, with whether it holds its locks then. It waits
+// admission's end when it ends, with whether it holds its locks then. It waits
 // while either holds:
 //
 //   - the renewal rate the held locks need at least (one renewal per lease
@@ -30,7 +29,7 @@ import (
 //     holds under the load already admitted (a burst, the acquisitions'
 //     own writes, a slower backend), whatever the rate said;
 //   - a quarter of WithHeartbeatConcurrency acquisitions (at least one)
-//     were let go in the last moments (see admitted): a burst of
+//     were let go in the last moments (see takeAdmitSlot): a burst of
 //     acquisitions would otherwise fill DynamoDB's queue ahead of the
 //     heartbeats, and every call's round trip, the new locks' own first
 //     writes included (their lease counts from before them), would grow
@@ -46,9 +45,9 @@ import (
 // Nothing is measured until a first heartbeat completes: until then every
 // acquisition is admitted (and reserved). Without background heartbeats
 // there is nothing to protect.
-func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline time.Time, what string) (func(held bool), error) {
+func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline time.Time, what string) (admission, error) {
 	if c.heartbeatPeriod <= 0 || c.heartbeatAdmission == 0 {
-		return func(bool) {}, nil
+		return admission{}, nil
 	}
 	s := c.sched
 	extra := float64(n) / lease.Seconds()
@@ -60,20 +59,22 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		reserved := s.reserved.Load()
 		demand, capacity, slack := s.load()
 		need := demand + float64(reserved)/reserveUnit + extra
-		if (capacity == 0 || need <= c.heartbeatAdmission*capacity && slack >= admissionMargin) && s.takeAdmitSlot() {
-			if !s.reserved.CompareAndSwap(reserved, reserved+units) {
-				s.freeAdmitSlot()
-				continue
+		if capacity == 0 || need <= c.heartbeatAdmission*capacity && slack >= admissionMargin {
+			if slot, gen, ok := s.takeAdmitSlot(time.Now()); ok {
+				if !s.reserved.CompareAndSwap(reserved, reserved+units) {
+					s.freeAdmitSlot(slot, gen)
+					continue
+				}
+				return admission{s: s, units: units, slot: slot, gen: gen}, nil
 			}
-			return s.admitted(units), nil
 		}
 		now := time.Now()
 		if !now.Before(deadline) {
 			if need <= c.heartbeatAdmission*capacity {
-				return nil, notGranted(fmt.Errorf("%w: the heartbeat that waited longest had %.0f%% of its lease left (at least %.0f%% needed)",
+				return admission{}, notGranted(fmt.Errorf("%w: the heartbeat that waited longest had %.0f%% of its lease left (at least %.0f%% needed)",
 					ErrHeartbeatCapacity, 100*max(slack, 0), 100*admissionMargin), "%s", what)
 			}
-			return nil, notGranted(fmt.Errorf("%w: held locks need %.0f renewals/s, the client sustains about %.0f",
+			return admission{}, notGranted(fmt.Errorf("%w: held locks need %.0f renewals/s, the client sustains about %.0f",
 				ErrHeartbeatCapacity, need, capacity), "%s", what)
 		}
 		if !waited {
@@ -83,7 +84,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 				slog.Float64("need", need), slog.Float64("capacity", capacity), slog.Float64("slack", slack))
 		}
 		if err := c.pause(ctx, min(deadline.Sub(now), admissionPoll), nil, what); err != nil {
-			return nil, err
+			return admission{}, err
 		}
 	}
 }
@@ -105,41 +106,56 @@ const admissionPoll = 20 * time.Millisecond
 
 func quoteKey(key string) string { return "key " + strconv.Quote(key) }
 
-// takeAdmitSlot takes one of the slots of acquisitions let go at once, if
-// one is free.
-func (s *scheduler) takeAdmitSlot() bool {
-	select {
-	case s.admitSlots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
+// admission is an admitted acquisition's reservation and slot; the zero
+// admission has neither.
+type admission struct {
+	s     *scheduler
+	units int64
+	slot  int
+	gen   uint64
 }
 
-func (s *scheduler) freeAdmitSlot() { <-s.admitSlots }
-
-// admitted returns the end of an admitted acquisition that reserved units
-// and took a slot. The slot is freed when the acquisition ends, or after a
-// few heartbeat round trips if that comes first: by then its first write
-// has been answered, and an acquisition that goes on waiting for a lock
-// held elsewhere mostly sleeps between reads and must not keep others out.
-func (s *scheduler) admitted(units int64) func(held bool) {
-	var freed atomic.Bool
-	free := func() {
-		if freed.CompareAndSwap(false, true) {
-			s.freeAdmitSlot()
-		}
+// end ends the reservation and frees the slot (if it is still this
+// acquisition's), once the acquisition is over.
+func (a admission) end(held bool) {
+	if a.s == nil {
+		return
 	}
+	a.s.freeAdmitSlot(a.slot, a.gen)
+	a.s.unreserve(a.units, held)
+}
+
+// takeAdmitSlot takes one of the slots of acquisitions let go at once, if
+// one is free: never taken, freed by its acquisition's end, or taken for
+// longer than a few heartbeat round trips. By then the acquisition's first
+// write has been answered, and one that goes on waiting for a lock held
+// elsewhere mostly sleeps between reads and must not keep others out.
+func (s *scheduler) takeAdmitSlot(now time.Time) (slot int, gen uint64, ok bool) {
 	hold := admitSlotHold
 	if rtt := time.Duration(s.rttNanos.Load()); rtt > 0 {
 		hold = min(max(4*rtt, 10*time.Millisecond), time.Second)
 	}
-	t := time.AfterFunc(hold, free)
-	return func(held bool) {
-		t.Stop()
-		free()
-		s.unreserve(units, held)
+	t := s.at(now)
+	s.admitMu.Lock()
+	defer s.admitMu.Unlock()
+	for i := range s.admitUntil {
+		if s.admitUntil[i] <= t {
+			s.admitGen[i]++
+			s.admitUntil[i] = t + int64(hold)
+			return i, s.admitGen[i], true
+		}
 	}
+	return 0, 0, false
+}
+
+// freeAdmitSlot frees slot if it is still taken by the acquisition that
+// took it as gen.
+func (s *scheduler) freeAdmitSlot(slot int, gen uint64) {
+	s.admitMu.Lock()
+	if s.admitGen[slot] == gen {
+		s.admitUntil[slot] = 0
+	}
+	s.admitMu.Unlock()
 }
 
 // admitSlotHold is how long an admitted acquisition keeps its slot at most

@@ -378,7 +378,7 @@ func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
 	perLock := 1 / time.Hour.Seconds()
 	c.sched.capacityBits.Store(math.Float64bits(3.5 * perLock))
 	far := time.Now().Add(time.Hour)
-	var ends []func(bool)
+	var ends []admission
 	for range 3 {
 		end, err := c.admit(context.Background(), 1, time.Hour, far, "k")
 		if err != nil {
@@ -389,12 +389,12 @@ func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
 	if _, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k"); !errors.Is(err, ErrHeartbeatCapacity) {
 		t.Fatalf("a fourth acquisition beside three in flight: err = %v, want ErrHeartbeatCapacity", err)
 	}
-	ends[0](false) // failed: its share is free at once
+	ends[0].end(false) // failed: its share is free at once
 	end, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k")
 	if err != nil {
 		t.Fatalf("after one failed: %v", err)
 	}
-	end(false)
+	end.end(false)
 	// A held lock: counted by the scheduler, then its reservation dropped.
 	l, err := c.AcquireLock("held")
 	if err != nil {
@@ -408,8 +408,8 @@ func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
 		t.Fatalf("two in flight and one held: err = %v, want ErrHeartbeatCapacity", err)
 	}
 	_ = l
-	ends[1](false)
-	ends[2](false)
+	ends[1].end(false)
+	ends[2].end(false)
 }
 
 // The heartbeat that waited longest for a worker has less than the margin
@@ -427,7 +427,7 @@ func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	end(false)
+	end.end(false)
 }
 
 // The capacity is the lowest rate of the saturated windows of the last

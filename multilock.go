@@ -97,7 +97,7 @@ func (m *multiAcquisition) admitThenRun(ctx context.Context) (map[string]*Lock, 
 		return nil, err
 	}
 	locks, err := m.run(ctx)
-	admitted(err == nil)
+	admitted.end(err == nil)
 	return locks, err
 }
 

@@ -70,10 +70,15 @@ type scheduler struct {
 	slackBits    atomic.Uint64 // share of its lease the first queued beat has left; +Inf: none queued
 	// reserved is the need of the acquisitions admission control let go
 	// that do not hold their locks yet, in reserveUnit; see admit.
-	reserved   atomic.Int64
-	admitSlots chan struct{} // one per acquisition let go in the last moments; see admitted
-	rttNanos   atomic.Int64  // the moving average of beats' round trips, published
-	unreserved int64         // reservations of held locks, to drop once the loop counted them; guarded by mu
+	reserved atomic.Int64
+	// The slots of acquisitions let go in the last moments (see
+	// takeAdmitSlot): until when each is taken (as the entries' times; 0:
+	// free) and a count of its takers.
+	admitMu    sync.Mutex
+	admitUntil []int64
+	admitGen   []uint64
+	rttNanos   atomic.Int64 // the moving average of beats' round trips, published
+	unreserved int64        // reservations of held locks, to drop once the loop counted them; guarded by mu
 
 	// Owned by the loop goroutine.
 	wakes    wakeHeap
@@ -102,7 +107,8 @@ func newScheduler(c *Client) *scheduler {
 		done:       make(chan beatResult, c.heartbeatConcurrency),
 		stopped:    make(chan struct{}),
 		slots:      c.heartbeatConcurrency,
-		admitSlots: make(chan struct{}, max(1, c.heartbeatConcurrency/4)),
+		admitUntil: make([]int64, max(1, c.heartbeatConcurrency/4)),
+		admitGen:   make([]uint64, max(1, c.heartbeatConcurrency/4)),
 		epoch:      time.Now(),
 		satWindows: make([]satWindow, 0, measureMemory/measureWindow),
 	}
