@@ -9,20 +9,24 @@ import (
 // Do acquires key, runs fn while holding it, and releases it when fn
 // returns. The context given to fn is cancelled the moment the lock is lost,
 // with the *[LockLostError] as its cause ([context.Cause]). Do returns fn's
-// error joined with any release error; if the lock could not be acquired it
-// returns that error and does not call fn. The release is attempted even
+// error joined with any release error, and a loss once: when fn returns the
+// loss (its context's cause, say), the release's report of the same loss is
+// left out. If the lock could not be acquired it returns that error and
+// does not call fn. The release is attempted even
 // when ctx has ended.
 //
 // A key held by a live owner is waited for as [Client.AcquireLockWithContext]
-// does: Do gives up after the holder's lease plus
-// [WithAdditionalTimeToWaitForLock] (21s with the defaults) with a
-// *[LockNotGrantedError] wrapping a *[TimeoutError]; with [FailIfLocked] it
+// waits, but for as long as ctx allows (for ever with
+// context.Background()); when ctx ends first, the error matches ctx.Err()
+// and *[LockNotGrantedError]. With [WithAdditionalTimeToWaitForLock] Do
+// also gives up after the holder's lease plus that time, with a
+// *LockNotGrantedError wrapping a *[TimeoutError]; with [FailIfLocked] it
 // returns at once.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, lock *Lock) error, opts ...AcquireLockOption) (err error) {
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")
 	}
-	l, aerr := c.AcquireLockWithContext(ctx, key, opts...)
+	l, aerr := c.acquireKey(ctx, key, opts, true)
 	if aerr != nil {
 		return aerr
 	}
@@ -37,11 +41,22 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.leaseDuration, 5*time.Second))
 		defer rcancel()
 		_, rerr := c.releaseLock(rctx, l, &releaseLockOptions{})
-		if !errors.Is(rerr, ErrLockAlreadyReleased) { // fn may have released it itself
+		switch {
+		case errors.Is(rerr, ErrLockAlreadyReleased): // fn may have released it itself
+		case errors.Is(rerr, ErrLockLost) && reportsLoss(err, l):
+			// fn returned the loss (context.Cause of its context): the
+			// release found the same loss, which is told once.
+		default:
 			err = errors.Join(err, rerr)
 		}
 	}()
 	return fn(fctx, l)
+}
+
+// reportsLoss reports whether err already tells of the loss of l.
+func reportsLoss(err error, l *Lock) bool {
+	var lost *LockLostError
+	return errors.As(err, &lost) && lost.Key == l.partitionKey && lost.Owner == l.OwnerName()
 }
 
 // lockContext is the context Do gives fn. Its Done and Err look at the

@@ -26,7 +26,7 @@ import (
 // returns a zero TransactWriteItem, which DynamoDB rejects, so the
 // transaction cannot commit.
 func (l *Lock) TransactionCondition() types.TransactWriteItem {
-	if l == nil || l.client == nil || l.readOnly {
+	if l == nil || l.client == nil || l.kind == lockView {
 		return types.TransactWriteItem{}
 	}
 	c := l.client
@@ -87,7 +87,7 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // function's error matches [ErrWritesInDoubt]; the next heartbeat that
 // lands clears them.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
-	if l == nil || l.client == nil || l.readOnly {
+	if l == nil || l.client == nil || l.kind == lockView {
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 			return out, err
 		}
