@@ -82,6 +82,11 @@ var (
 	// in time (see [WithHeartbeatAdmission]).
 	ErrHeartbeatCapacity = errors.New("dynamolock: no heartbeat capacity for another lock")
 
+	// ErrWritesInDoubt is matched by the error that the function returned
+	// by [Lock.TransactionWithRefresh] returns when it refused to build a
+	// refresh: too many of the lock's earlier writes have no answer yet.
+	ErrWritesInDoubt = errors.New("dynamolock: too many writes of the lock without an answer")
+
 	// ErrInvalidArgument is matched by every *[InvalidArgumentError].
 	ErrInvalidArgument = errors.New("dynamolock: invalid argument")
 
