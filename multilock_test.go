@@ -35,13 +35,13 @@ func TestAcquireLocksBadInput(t *testing.T) {
 		opts []dynamolock.AcquireLockOption
 		want string
 	}{
-		"no keys":           {keys: nil, want: "at least one key"},
-		"too many keys":     {keys: many, want: "at most 100 keys"},
-		"duplicate key":     {keys: []string{"a", "b", "a"}, want: `"a": appears more than once`},
-		"empty key":         {keys: []string{"a", ""}, want: "must not be empty"},
-		"reentrant":         {keys: []string{"a"}, opts: []dynamolock.AcquireLockOption{dynamolock.WithReentrant()}, want: "WithReentrant"},
-		"bad refresh":       {keys: []string{"a"}, opts: []dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(0)}, want: "WithRefreshPeriod"},
-		"data too large":    {keys: many[:20], opts: []dynamolock.AcquireLockOption{dynamolock.WithData(make([]byte, 300<<10))}, want: "limit for one transaction"},
+		"no keys":        {keys: nil, want: "at least one key"},
+		"too many keys":  {keys: many, want: "at most 100 keys"},
+		"duplicate key":  {keys: []string{"a", "b", "a"}, want: `"a": appears more than once`},
+		"empty key":      {keys: []string{"a", ""}, want: "must not be empty"},
+		"reentrant":      {keys: []string{"a"}, opts: []dynamolock.AcquireLockOption{dynamolock.WithReentrant()}, want: "WithReentrant"},
+		"bad refresh":    {keys: []string{"a"}, opts: []dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(0)}, want: "WithRefreshPeriod"},
+		"data too large": {keys: many[:20], opts: []dynamolock.AcquireLockOption{dynamolock.WithData(make([]byte, 300<<10))}, want: "limit for one transaction"},
 		// Issue 21 (the simulation's F9): the additional attributes count
 		// too; before, 20 keys with 300 KB each sent a 6 MB transaction.
 		"additional attributes too large": {keys: many[:20], opts: []dynamolock.AcquireLockOption{dynamolock.WithAdditionalAttributes(
