@@ -56,7 +56,8 @@ type schema struct {
 func (s schema) reserved(name string) bool {
 	switch name {
 	case s.partitionKeyName, attrOwnerName, attrLeaseDuration, attrRVN, attrData,
-		attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue:
+		attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue,
+		attrReaders, attrReadersVersion, attrWritersArrived:
 		return true
 	}
 	return name != "" && (name == s.sortKeyName || name == s.ttlAttribute)

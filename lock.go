@@ -38,6 +38,7 @@ type Lock struct {
 	readOnly        bool // a view from Get or a listing: never held
 	owned           bool // acquired by this client (newHeldLock): its end is recorded in released and lost
 	deleteOnRelease bool
+	reader          bool // an RWLock's reader: its entry in the readers map is rare.readerID
 	// Guarded by mu.
 	writing       bool // a write (heartbeat, release) holds this lock's write turn
 	itemReleased  bool // the item carried isReleased (read-only views)
@@ -76,6 +77,9 @@ type lockRare struct {
 	// waiters wait for the write turn, in order; giving the turn back hands
 	// it to the first by closing its channel.
 	waiters []chan struct{}
+	// readerID is an RWLock reader's entry id; set before the lock is
+	// published and never changed (regKey reads it without mu).
+	readerID string
 }
 
 func newHeldLock(c *Client, key string, sortKey *string, rec *lockRecord, sent time.Time) *Lock {
@@ -117,7 +121,12 @@ func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Ti
 }
 
 // regKey is the lock's key in its client's registry.
-func (l *Lock) regKey() string { return registryKey(l.partitionKey, l.sortKey) }
+func (l *Lock) regKey() string {
+	if l.reader {
+		return readerRegKey(l.partitionKey, l.sortKey, l.rare.readerID)
+	}
+	return registryKey(l.partitionKey, l.sortKey)
+}
 
 // setDataLocked replaces the lock's data. Called with mu held.
 func (l *Lock) setDataLocked(data []byte) {

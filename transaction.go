@@ -46,6 +46,9 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 // guardCondition: this owner, this acquisition (fencing token, or the RVN
 // for an item without one), not released.
 func (l *Lock) guardCondition(b *exprBuilder) string {
+	if l.reader {
+		return "attribute_exists(" + readerPath(b, l.rare.readerID) + ")" // entry ids are never reused
+	}
 	cond := ownerCondition(b, l.ownerName)
 	if l.fencingToken > 0 {
 		return cond + " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken))
@@ -72,7 +75,7 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // call TransactionWithRefresh for each attempt. With background heartbeats
 // running, [Lock.TransactionCondition] alone is usually what you want.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
-	if l == nil || l.client == nil || l.readOnly {
+	if l == nil || l.client == nil || l.readOnly || l.reader {
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 			return out, err
 		}

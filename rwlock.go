@@ -1,0 +1,685 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attributes of a read/write lock's item, beside the writer's (the usual
+// lock attributes) and the queue (fairQueue).
+const (
+	// attrReaders maps a reader's id to {b: beat, l: lease in ms}.
+	attrReaders = "readers"
+	// attrReadersVersion goes up by one with every change of readers, so
+	// that a writer's write can require the readers map it saw.
+	attrReadersVersion = "readersVersion"
+	// attrWritersArrived goes up by one each time a writer joins the
+	// queue, so that a reader's write fails when a writer arrived since
+	// the reader looked.
+	attrWritersArrived = "writersArrived"
+)
+
+// MaxReaders is the most readers one [RWLock] lets in at once. A reader
+// beyond it is refused with a *[LockNotGrantedError] wrapping a
+// *[TooManyReadersError].
+//
+// Every reader is an entry of about 70 bytes in the lock's one item, and
+// every write to an item costs one write unit per started KB of the item:
+// at 100 readers the item is about 7 KB, so each reader's heartbeat costs
+// about 7 write units. DynamoDB's 400 KB item limit would allow a few
+// thousand entries; the cost of every write, which grows with the item,
+// is what bounds the readers here.
+const MaxReaders = 100
+
+// TooManyReadersError is the cause of a [LockNotGrantedError] when an
+// [RWLock.RLock] found [MaxReaders] live readers holding the lock.
+type TooManyReadersError struct {
+	Name string // the RWLock's name
+	Max  int    // the bound
+}
+
+func (e *TooManyReadersError) Error() string {
+	return fmt.Sprintf("rwlock %q already has %d readers, the most one item holds", e.Name, e.Max)
+}
+
+// RWLock is a read/write lock: any number of readers at once (up to
+// [MaxReaders]), or one writer, never both, across every client of the
+// table. Writers are never starved: once a writer waits, readers that come
+// later wait behind it, and readers that waited behind a writer go next,
+// together. Readers and writers in every process get the lock in the order
+// they started waiting, as [WithFairness] does for a plain lock. It is safe
+// for concurrent use; [RWLock.RLock] and [RWLock.Lock] return ordinary
+// held [*Lock] values (heartbeats, [Lock.Done], release with
+// [Client.ReleaseLockWithContext] or [Lock.Close]). A lock is not
+// reentrant: a holder that asks again waits for itself, as with
+// sync.RWMutex.
+//
+// # The item
+//
+// One item, on the key name, holds everything:
+//   - the writer, as a plain lock's holder (ownerName, recordVersionNumber,
+//     leaseDuration, fencingToken; isReleased while no writer holds it), so
+//     a writer's lock renews, releases and fences like any other;
+//   - readers: a map from each reader's id to its beat and lease. Each
+//     reader renews only its own entry (one UpdateItem per heartbeat,
+//     conditioned on its own beat); readersVersion counts the map's
+//     changes;
+//   - fairQueue: the waiters, readers and writers, each with its ticket,
+//     beat, lease and kind; writersArrived counts writers' arrivals.
+//
+// A reader's granting write requires: no writer (or one seen unchanged
+// for its lease, which it takes over), fewer than [MaxReaders] readers, and
+// writersArrived as the reader saw it, so that a writer that arrived after
+// the reader looked makes the write fail. A writer's granting write
+// requires: no writer (or a dead one), and the readers map empty or exactly
+// as the writer saw it (readersVersion), with every reader in it seen
+// unchanged for its lease: those dead readers are dropped by the same
+// write. A waiter or reader that stops renewing is dropped once its entry
+// stayed unchanged for its lease, as each observer sees it on its own
+// clock, as a dead holder is.
+//
+// # Costs in DynamoDB calls
+//
+//   - One reader, or one writer, of a free lock: 1 UpdateItem; each
+//     heartbeat 1 UpdateItem; release 1 UpdateItem.
+//   - Waiting: 1 UpdateItem to join the queue, then a consistent GetItem
+//     every refresh period and an UpdateItem every third of the lease to
+//     renew the entry, then the granting UpdateItem.
+//   - A hand-over from readers to a waiting writer: each reader's release
+//     (1 each); the writer sees the empty map at its next poll (within a
+//     refresh period) and writes once.
+//
+// A write costs ⌈item size / 1 KB⌉ write units: the item grows by about
+// 70 bytes per reader and per waiter.
+//
+// # Limits
+//
+// The key belongs to the RWLock: acquiring it with [Client.AcquireLock]
+// ignores the readers (plain acquisitions and foreign clients are not part
+// of the protocol). Do not delete the item ([WithDeleteLockOnRelease] is
+// refused; [WithDeleteLock] on a writer's release drops the queue and
+// restarts the fencing tokens from the clock, as a deleted plain lock
+// does). A reader's fencing token is the item's token when it got the lock
+// (the last writer's, the same for every reader between two writers); a
+// writer's is one more than every token issued before it. Readers do not
+// use [WithClockSkewBound]'s stored expiry; a reader's grant removes the
+// item's TTL attribute (with [WithTTLAttribute]), so that DynamoDB never
+// deletes an item readers hold.
+type RWLock struct {
+	c    *Client
+	name string
+}
+
+// NewRWLock returns the read/write lock name (the key of its item). It
+// returns an *[InvalidArgumentError] when name is not a valid key. It
+// makes no DynamoDB call.
+func (c *Client) NewRWLock(name string) (*RWLock, error) {
+	if err := validateKey(name); err != nil {
+		return nil, err
+	}
+	return &RWLock{c: c, name: name}, nil
+}
+
+// RLock takes the lock as a reader, sharing it with other readers. The
+// wait ends when ctx does (the error matches ctx.Err() and
+// *[LockNotGrantedError]) or, with [WithAdditionalTimeToWaitForLock](d),
+// after d plus the lease, with a *LockNotGrantedError wrapping a
+// *[TimeoutError]. With [FailIfLocked] it returns at once when a writer
+// holds or waits. It is refused (*LockNotGrantedError wrapping
+// *[TooManyReadersError]) when [MaxReaders] live readers hold it.
+//
+// opts apply as to [Client.AcquireLockWithContext]; [WithReentrant],
+// [WithDeleteLockOnRelease], [WithAcquireOnlyIfLockAlreadyExists], and for
+// a reader [WithData], [ReplaceData] and [WithAdditionalAttributes] (the
+// item's data is the writer's) are refused with an *[InvalidArgumentError]
+// before any call. [WithFairness] is implied.
+//
+// The returned lock's RecordVersionNumber is its entry's beat; heartbeats
+// of a reader cannot carry data ([ReplaceHeartbeatData], [DeleteData]).
+// [Lock.TransactionCondition] of a reader checks that its entry is still
+// in the item; [Lock.TransactionWithRefresh] is not available to readers
+// (it returns an item DynamoDB rejects).
+func (rw *RWLock) RLock(ctx context.Context, opts ...AcquireLockOption) (*Lock, error) {
+	return rw.acquire(ctx, false, opts)
+}
+
+// Lock takes the lock as its only writer, as [RWLock.RLock] takes it as a
+// reader: it waits for the readers holding it to leave, and readers that
+// come later wait behind it. Its fencing token is higher than every token
+// issued before it on this lock. [WithData], [ReplaceData] and
+// [WithAdditionalAttributes] apply to it as to a plain lock.
+func (rw *RWLock) Lock(ctx context.Context, opts ...AcquireLockOption) (*Lock, error) {
+	return rw.acquire(ctx, true, opts)
+}
+
+// noWaitGiven marks an additional wait the caller did not give.
+const noWaitGiven = time.Duration(math.MinInt64)
+
+func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOption) (*Lock, error) {
+	c := rw.c
+	if c.isClosed() {
+		return nil, ErrClientClosed
+	}
+	probe := &acquireLockOptions{additionalTimeToWait: noWaitGiven}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(probe)
+		}
+	}
+	o := newAcquireLockOptions(opts)
+	if err := rw.validate(writer, o); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	a := &rwAcquisition{rw: rw, writer: writer, o: o, start: start, id: randomID(), seen: newRWSeen(),
+		attempts: make(map[string]attempt, 2)}
+	a.lease = min(max(o.lease, time.Millisecond), maxWaiterLease)
+	admitBy := start.Add(1 << 62)
+	if probe.additionalTimeToWait != noWaitGiven {
+		a.deadline = start.Add(satAdd(o.additionalTimeToWait, o.lease))
+		admitBy = a.deadline
+	}
+	if err := c.admit(ctx, 1, o.lease, admitBy, "rwlock "+strconv.Quote(rw.name)); err != nil {
+		return nil, err
+	}
+	l, err := a.run(ctx)
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		a.undo(cctx)
+		a.leave(cctx)
+		cancel()
+	}
+	c.metrics.acquired(ctx, err, time.Since(start))
+	return l, err
+}
+
+func (rw *RWLock) validate(writer bool, o *acquireLockOptions) error {
+	switch {
+	case o.reentrant:
+		return invalid("WithReentrant", true, "cannot be used with an RWLock: its locks are not reentrant")
+	case o.deleteLockOnRelease:
+		return invalid("WithDeleteLockOnRelease", true, "cannot be used with an RWLock: deleting its item drops its queue")
+	case o.onlyIfLockAlreadyExist:
+		return invalid("WithAcquireOnlyIfLockAlreadyExists", true, "cannot be used with an RWLock")
+	case !writer && (o.data != nil || o.replaceData):
+		return invalid("WithData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be used by a reader: the item's data is the writer's")
+	case !writer && len(o.additionalAttributes) > 0:
+		return invalid("WithAdditionalAttributes", len(o.additionalAttributes), "cannot be used by a reader: the item's attributes are the writer's")
+	}
+	return rw.c.validateAcquire(rw.name, o)
+}
+
+// rwAcquisition is the state of one RLock or Lock call.
+type rwAcquisition struct {
+	rw       *RWLock
+	writer   bool
+	o        *acquireLockOptions
+	start    time.Time
+	deadline time.Time // zero: ctx bounds the wait
+	id       string    // the reader's entry and the waiter's queue entry
+	lease    time.Duration
+	ticket   uint64    // 0: not in the queue
+	beatAt   time.Time // when the queue entry was last written
+	seen     *rwSeen
+	// attempts holds every granting write, by the beat (reader) or RVN
+	// (writer) it wrote, to recognise one whose answer was lost.
+	attempts map[string]attempt
+}
+
+func (a *rwAcquisition) run(ctx context.Context) (*Lock, error) {
+	v := &rwView{}
+	for {
+		d := rwDecide(rwInput{view: v, seen: a.seen, now: time.Now(), start: a.start, name: a.rw.name, writer: a.writer,
+			owner: a.rw.c.ownerName, id: a.id, ticket: a.ticket, renewAt: a.beatAt.Add(a.lease / 3), attempts: a.attempts,
+			deadline: a.deadline, failFast: a.o.failIfLocked, refresh: a.o.refreshPeriod - randomUpTo(a.o.refreshJitter),
+			maxReader: MaxReaders})
+		var err error
+		switch d.step {
+		case rwWrite:
+			var l *Lock
+			if l, err = a.grant(ctx, d, v); l != nil {
+				return l, nil
+			}
+		case rwJoin:
+			err = a.join(ctx, v)
+		case rwRead:
+			if err = a.rw.c.pause(ctx, time.Until(d.at), nil, "rwlock "+strconv.Quote(a.rw.name)); err == nil {
+				item, rerr := a.rw.c.getItem(ctx, a.rw.c.itemKeyOf(a.rw.name, a.o.sortKey))
+				err = a.learn(ctx, v, item, rerr)
+			}
+		case rwAdopt:
+			return a.adopt(ctx, v, d.adopt)
+		case rwFail:
+			return nil, d.err
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// learn records what an answer showed: item, or err when the call failed.
+func (a *rwAcquisition) learn(ctx context.Context, v *rwView, item map[string]types.AttributeValue, err error) error {
+	if err != nil {
+		*v = rwView{}
+		return a.failed(ctx, v, err)
+	}
+	*v = a.rw.c.decodeRWView(item)
+	a.seen.observe(v, time.Now())
+	if a.ticket != 0 && !v.absent && v.bad == nil {
+		// An entry of ours that is gone (dropped as dead by someone who
+		// did not see it renewed) is written again with the same ticket.
+		found := false
+		for _, w := range v.queue {
+			found = found || w.id == a.id
+		}
+		if !found {
+			a.beatAt = time.Time{}
+		}
+	}
+	return nil
+}
+
+// failed keeps a transient failure in v for the decision; anything else,
+// or ctx's end, ends the call.
+func (a *rwAcquisition) failed(ctx context.Context, v *rwView, err error) error {
+	if ctx.Err() != nil {
+		return notGranted(errors.Join(ctx.Err(), err), "rwlock %q: context done", a.rw.name)
+	}
+	if a.o.failIfLocked || !isTransient(err) || unreachable(err, a.start) {
+		var lng *LockNotGrantedError
+		if errors.As(err, &lng) {
+			return err
+		}
+		return notGranted(err, "rwlock %q", a.rw.name)
+	}
+	a.rw.c.logger.LogAttrs(ctx, slog.LevelWarn, "rwlock acquire failed, retrying", slogKey(a.rw.name), slogErr(err))
+	v.failed = err
+	return nil
+}
+
+// answer learns what a failed granting or joining write showed: the item
+// a failed condition returned, or the error.
+func (a *rwAcquisition) answer(ctx context.Context, v *rwView, err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf) && len(ccf.Item) > 0:
+		return a.learn(ctx, v, ccf.Item, nil)
+	case errors.As(err, &ccf):
+		*v = rwView{} // no item came back (an emulator): read it
+		return nil
+	}
+	*v = rwView{}
+	return a.failed(ctx, v, err)
+}
+
+// grant sends the granting write of d: a reader's entry, or the writer's
+// slot. It returns the lock, or updates v with what the answer showed.
+func (a *rwAcquisition) grant(ctx context.Context, d rwDecision, v *rwView) (*Lock, error) {
+	c := a.rw.c
+	sent := time.Now()
+	var in *dynamodb.UpdateItemInput
+	var wrote *acquiredItem
+	var beat string
+	if a.writer {
+		beat = newRVN()
+		in, wrote = a.writerGrant(d, v, beat, sent)
+	} else {
+		beat = newRVN()
+		in = a.readerGrant(d, v, beat, sent)
+	}
+	at := attempt{sent: sent, lease: a.o.lease, unsure: true}
+	a.attempts[beat] = at
+	out, err := c.updateItem(ctx, in)
+	if err == nil {
+		item := out.Attributes
+		if a.writer {
+			item = wrote.after(in.Key, out.Attributes)
+		}
+		if !time.Now().Before(sent.Add(at.lease)) {
+			// The answer came after the lease it granted ran out (a pause).
+			return nil, a.learn(ctx, v, item, nil)
+		}
+		if !a.writer {
+			*v = c.decodeRWView(item)
+		}
+		return a.adoptItem(ctx, item, v, beat, at)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && !mayHaveLanded(err) && !a.carries(ccf.Item, beat) || !errors.As(err, &ccf) && surelyNotApplied(err) {
+		at.unsure = false
+		a.attempts[beat] = at
+	}
+	if blind := !v.known; blind && errors.As(err, &ccf) && len(ccf.Item) == 0 && !at.unsure {
+		// The blind write found no item (DynamoDB returns the item a
+		// condition failed on): create it.
+		*v = rwView{known: true, absent: true}
+		return nil, nil
+	}
+	return nil, a.answer(ctx, v, err)
+}
+
+// carries reports whether item shows the granting write that wrote beat.
+func (a *rwAcquisition) carries(item map[string]types.AttributeValue, beat string) bool {
+	if a.writer {
+		return carriesRVN(item, beat)
+	}
+	m, _ := item[attrReaders].(*types.AttributeValueMemberM)
+	if m == nil {
+		return false
+	}
+	return decodeReader(a.id, m.Value[a.id]).beat == beat
+}
+
+// adopt turns the item this call's own earlier write landed in into a
+// held lock.
+func (a *rwAcquisition) adopt(ctx context.Context, v *rwView, beat string) (*Lock, error) {
+	return a.adoptItem(ctx, v.raw, v, beat, a.attempts[beat])
+}
+
+func (a *rwAcquisition) adoptItem(ctx context.Context, item map[string]types.AttributeValue, v *rwView, beat string, at attempt) (*Lock, error) {
+	c := a.rw.c
+	if a.writer {
+		pa := &acquisition{c: c, key: a.rw.name, sortKey: a.o.sortKey, regKey: registryKey(a.rw.name, a.o.sortKey), o: a.o,
+			start: a.start, attempts: a.attempts}
+		return pa.adopt(ctx, item, at)
+	}
+	rec := &lockRecord{owner: c.ownerName, lease: at.lease, rvn: beat, fencingToken: v.token}
+	l := newHeldLock(c, a.rw.name, a.o.sortKey, rec, at.sent)
+	l.leaseEnd = at.sent.Add(at.lease)
+	l.reader = true
+	l.rare = &lockRare{readerID: a.id}
+	l.monitor = a.o.sessionMonitor
+	err := c.register(ctx, l)
+	clear(a.attempts) // nothing to undo: the lock is held, or register ended it
+	if err != nil {
+		return nil, err
+	}
+	l.log(slog.LevelInfo, "read lock acquired", slogDuration("waited", time.Since(a.start)))
+	return l, nil
+}
+
+// readerGrant builds a reader's granting write: its entry in readers, the
+// writer's slot marked free, and its queue entry and the dead ones
+// removed.
+func (a *rwAcquisition) readerGrant(d rwDecision, v *rwView, beat string, sent time.Time) *dynamodb.UpdateItemInput {
+	c := a.rw.c
+	b := newExprBuilder()
+	pk, rel, rs, rver := b.name("#pk", c.partitionKeyName), b.name("#r", attrIsReleased), b.name("#R", attrReaders), b.name("#rv", attrReadersVersion)
+	entry := readerEntry(beat, a.o.lease)
+	// The writer's attributes are kept (a released item), or written for a
+	// new item, so that every client reads the item as a released lock.
+	set := "SET " + rel + " = " + b.value(":r", attrS("1")) +
+		", " + b.name("#o", attrOwnerName) + " = if_not_exists(#o, " + b.value(":o", attrS(c.ownerName)) + ")" +
+		", " + b.name("#v", attrRVN) + " = if_not_exists(#v, " + b.value(":v", attrS(newRVN())) + ")" +
+		", " + b.name("#l", attrLeaseDuration) + " = if_not_exists(#l, " + b.value(":l", attrS(formatLease(a.o.lease))) + ")" +
+		", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " + b.value(":base", attrN(uint64(sent.UnixMicro()))) + ")"
+	cond := "(attribute_not_exists(" + pk + ") OR attribute_exists(" + rel + ")"
+	if d.takeover != "" {
+		cond += " OR #v = " + b.value(":stale", attrS(d.takeover))
+	}
+	cond += ")"
+	remove := ""
+	if !v.known {
+		// Blind: the usual case of a lock in use, where the readers map
+		// exists and nobody waits (so no writer waits: one that arrives
+		// later is behind this reader).
+		q := b.name("#q", attrFairQueue)
+		set += ", " + rs + "." + b.name("#me", a.id) + " = " + b.value(":e", entry)
+		cond += " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders)) +
+			" AND (attribute_not_exists(" + q + ") OR size(" + q + ") = " + b.value(":zero", attrN(0)) + ")"
+	} else if v.readersPresent {
+		set += ", " + rs + "." + b.name("#me", a.id) + " = " + b.value(":e", entry)
+		if len(d.removeReaders) > 0 {
+			cond += " AND " + versionCond(b, v)
+			for i, id := range d.removeReaders {
+				remove += ", " + rs + "." + b.name("#d"+strconv.Itoa(i), id)
+			}
+		} else {
+			cond += " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders))
+		}
+	} else {
+		set += ", " + rs + " = " + b.value(":e", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{a.id: entry}})
+		cond += " AND attribute_not_exists(" + rs + ")"
+	}
+	switch {
+	case !v.known: // the queue's condition above
+	case v.arrivedPresent:
+		cond += " AND " + b.name("#wa", attrWritersArrived) + " = " + b.value(":wa", attrN(v.writersArrived))
+	default:
+		cond += " AND attribute_not_exists(" + b.name("#wa", attrWritersArrived) + ")"
+	}
+	if len(d.removeQueue) > 0 {
+		q := b.name("#q", attrFairQueue)
+		cond += " AND attribute_exists(" + q + ")"
+		for i, id := range d.removeQueue {
+			remove += ", " + q + "." + b.name("#w"+strconv.Itoa(i), id)
+		}
+	}
+	// No TTL may delete an item readers hold; no stored expiry outlives the
+	// writer that wrote it.
+	remove += ", " + expiryAttrs(b)
+	if c.ttlAttribute != "" {
+		remove += ", " + b.name("#ttl", c.ttlAttribute)
+	}
+	update := set + " REMOVE " + remove[2:] + " ADD " + rver + " " + b.value(":one", attrN(1))
+	in := c.guardedUpdate(c.itemKeyOf(a.rw.name, a.o.sortKey), b, update, cond)
+	in.ReturnValues = types.ReturnValueAllNew
+	return in
+}
+
+// writerGrant builds a writer's granting write: a plain acquiring write
+// (acquireWrite: the writer's slot, the fencing token, the queue) plus the
+// readers' condition, and the dead readers dropped.
+func (a *rwAcquisition) writerGrant(d rwDecision, v *rwView, rvn string, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
+	c := a.rw.c
+	q := &queueWrite{empty: true}
+	if v.queuePresent && len(v.queue) > 0 {
+		q = &queueWrite{remove: d.removeQueue}
+	}
+	in, wrote := c.acquireWrite(a.rw.name, a.o.sortKey, a.o, rvn, d.takeover, q, sent)
+	names, values := in.ExpressionAttributeNames, in.ExpressionAttributeValues
+	if values == nil {
+		values = make(map[string]types.AttributeValue)
+	}
+	b := &exprBuilder{names: names, values: values}
+	rs := b.name("#rwR", attrReaders)
+	cond := aws.ToString(in.ConditionExpression)
+	update := aws.ToString(in.UpdateExpression)
+	// The readers map is left empty rather than removed, so that the
+	// readers' blind first write (readerGrant) finds it.
+	update = strings.Replace(update, " REMOVE ", ", "+rs+" = "+b.value(":rwEmpty", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}})+" REMOVE ", 1)
+	if len(v.readers) == 0 {
+		cond = "(" + cond + ") AND (attribute_not_exists(" + rs + ") OR size(" + rs + ") = " + b.value(":rwZero", attrN(0)) + ")"
+	} else {
+		// Exactly the readers map seen, every entry of it dead: drop them.
+		cond = "(" + cond + ") AND " + versionCondAs(b, v, "#rwRV", ":rwRV")
+		update += " ADD #rwRV " + b.value(":rwOne", attrN(1))
+	}
+	in.ConditionExpression = aws.String(cond)
+	in.UpdateExpression = aws.String(update)
+	in.ExpressionAttributeValues = b.values
+	return in, wrote
+}
+
+// versionCond requires the readers map to be exactly as v showed it.
+func versionCond(b *exprBuilder, v *rwView) string { return versionCondAs(b, v, "#rv", ":rver") }
+
+func versionCondAs(b *exprBuilder, v *rwView, nameAlias, valueAlias string) string {
+	n := b.name(nameAlias, attrReadersVersion)
+	if !v.versionPresent {
+		return "attribute_not_exists(" + n + ")"
+	}
+	return n + " = " + b.value(valueAlias, attrN(v.readersVersion))
+}
+
+func readerEntry(beat string, lease time.Duration) types.AttributeValue {
+	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		"b": attrS(beat), "l": attrN(uint64(max(lease/time.Millisecond, 1))),
+	}}
+}
+
+// join adds this waiter's entry to the queue, or renews its beat, and
+// learns the item from the answer. A writer's first join also counts it in
+// writersArrived, which fails every reader's write based on an older look.
+func (a *rwAcquisition) join(ctx context.Context, v *rwView) error {
+	c := a.rw.c
+	first := a.ticket == 0
+	if first {
+		for _, w := range v.queue {
+			if !w.bad {
+				a.ticket = max(a.ticket, w.ticket)
+			}
+		}
+		a.ticket++
+	}
+	a.beatAt = time.Now()
+	entry := map[string]types.AttributeValue{
+		"t": attrN(a.ticket), "b": attrS(randomID()), "l": attrN(uint64(a.lease / time.Millisecond)),
+	}
+	if a.writer {
+		entry["k"] = attrS("w")
+	} else {
+		entry["k"] = attrS("r")
+	}
+	b := newExprBuilder()
+	q := b.name("#q", attrFairQueue)
+	cond := "attribute_exists(" + b.name("#pk", c.partitionKeyName) + ") AND "
+	var update string
+	if v.queuePresent {
+		update = "SET " + q + "." + b.name("#w", a.id) + " = " + b.value(":e", &types.AttributeValueMemberM{Value: entry})
+		cond += "attribute_exists(" + q + ")"
+	} else {
+		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			a.id: &types.AttributeValueMemberM{Value: entry}}})
+		cond += "attribute_not_exists(" + q + ")"
+	}
+	if a.writer && first {
+		update += " ADD " + b.name("#wa", attrWritersArrived) + " " + b.value(":one", attrN(1))
+	}
+	in := c.guardedUpdate(c.itemKeyOf(a.rw.name, a.o.sortKey), b, update, cond)
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := c.updateItem(ctx, in)
+	if err == nil {
+		return a.learn(ctx, v, out.Attributes, nil)
+	}
+	return a.answer(ctx, v, err)
+}
+
+// leave removes this waiter's queue entry when the call gives up: best
+// effort, within ctx. An entry left behind is dropped after its lease.
+func (a *rwAcquisition) leave(ctx context.Context) {
+	if a.ticket == 0 {
+		return
+	}
+	c := a.rw.c
+	b := newExprBuilder()
+	q := b.name("#q", attrFairQueue)
+	_, err := c.updateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(c.tableName),
+		Key:                      c.itemKeyOf(a.rw.name, a.o.sortKey),
+		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", a.id)),
+		ConditionExpression:      aws.String("attribute_exists(" + q + ")"),
+		ExpressionAttributeNames: b.names,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the rwlock queue; the entry is dropped after its lease",
+			slogKey(a.rw.name), slogErr(err))
+	}
+}
+
+// undo takes back every granting write of this call that may have landed:
+// a writer's as a plain acquisition's (released), a reader's entry
+// removed if it still carries one of those beats. Best effort, within ctx.
+func (a *rwAcquisition) undo(ctx context.Context) {
+	if a.writer {
+		pa := &acquisition{c: a.rw.c, key: a.rw.name, sortKey: a.o.sortKey, o: a.o, attempts: a.attempts}
+		pa.undo(ctx)
+		return
+	}
+	var beats []string
+	for beat, at := range a.attempts {
+		if at.unsure {
+			beats = append(beats, beat)
+		}
+	}
+	if len(beats) == 0 {
+		return
+	}
+	c := a.rw.c
+	b := newExprBuilder()
+	cond := readerBeatIn(b, a.id, beats)
+	update := "REMOVE " + b.name("#R", attrReaders) + "." + b.name("#me", a.id) + " ADD " + b.name("#rv", attrReadersVersion) + " " + b.value(":one", attrN(1))
+	_, err := c.updateItem(ctx, c.guardedUpdate(c.itemKeyOf(a.rw.name, a.o.sortKey), b, update, cond))
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo a reader's write whose answer was lost; the entry is dropped after its lease",
+			slogKey(a.rw.name), slogErr(err))
+	}
+}
+
+// readerBeatIn is the condition that reader id's entry carries one of
+// beats.
+func readerBeatIn(b *exprBuilder, id string, beats []string) string {
+	list := ""
+	for i, beat := range beats {
+		if i > 0 {
+			list += ", "
+		}
+		list += b.value(":rb"+strconv.Itoa(i), attrS(beat))
+	}
+	return readerBeatPath(b, id) + " IN (" + list + ")"
+}
+
+// readerRegKey is a reader lock's key in its client's registry: a form no
+// plain lock's registry key has (valid UTF-8 never starts with 0xfe), with
+// the reader's id, so that one client can hold many readers of one key.
+func readerRegKey(key string, sortKey *string, id string) string {
+	return "\xfe" + id + registryKey(key, sortKey)
+}
+
+// readerPath is the path of reader id's entry.
+func readerPath(b *exprBuilder, id string) string {
+	return b.name("#R", attrReaders) + "." + b.name("#me", id)
+}
+
+// readerBeatPath is the path of reader id's beat.
+func readerBeatPath(b *exprBuilder, id string) string {
+	return readerPath(b, id) + "." + b.name("#b", "b")
+}
+
+// readerRenewal is a reader's heartbeat: a new beat and the lease in its
+// own entry, nothing else (heartbeatInput adds the condition: its beat is
+// one this holder wrote).
+func readerRenewal(b *exprBuilder, id string, w *renewal) string {
+	e := readerPath(b, id)
+	return "SET " + e + "." + b.name("#b", "b") + " = " + b.value(":v", attrS(w.rvn)) +
+		", " + e + "." + b.name("#lm", "l") + " = " + b.value(":lm", attrN(uint64(max(w.lease/time.Millisecond, 1)))) +
+		" ADD " + b.name("#rv", attrReadersVersion) + " " + b.value(":one", attrN(1))
+}
+
+// readerRelease removes a reader's entry.
+func readerRelease(b *exprBuilder, id string) string {
+	return "REMOVE " + readerPath(b, id) + " ADD " + b.name("#rv", attrReadersVersion) + " " + b.value(":one", attrN(1))
+}
+
+// readerHasEntry reports whether item holds reader id's entry.
+func readerHasEntry(item map[string]types.AttributeValue, id string) bool {
+	m, _ := item[attrReaders].(*types.AttributeValueMemberM)
+	if m == nil {
+		return false
+	}
+	_, ok := m.Value[id]
+	return ok
+}
