@@ -87,3 +87,13 @@ simulate:
 	grep -E '^ +sim_test.go:[0-9]+: seed [0-9]+: ' .cache/simulate.log | head -20; \
 	if [ $$status -ne 0 ]; then echo "details and replay commands: .cache/simulate.log"; fi; \
 	cat .cache/simulate.txt 2>/dev/null || tail -20 .cache/simulate.log; exit $$status
+
+# make mutate: the mutation table of scripts/mutations.tsv (docs/SIMULATION.md),
+# each mutation applied to a scratch copy and run against its detector (the
+# simulation for MUTATE_SEEDS seeds, or a named test against a DynamoDB Local
+# started for the run). MUTATE_IDS="M1 M3" runs some rows only.
+MUTATE_SEEDS ?= 10000
+MUTATE_IDS   ?=
+.PHONY: mutate
+mutate:
+	@MUTATE_SEEDS=$(MUTATE_SEEDS) $(DDBLOCAL) run bash scripts/mutate.sh $(MUTATE_IDS)

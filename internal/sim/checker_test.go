@@ -120,6 +120,7 @@ func (w *world) hook(e ddbmodel.Event) {
 			continue
 		}
 		b, a := ch.Before, ch.After
+		w.recordData(ch.Key, a)
 		// 4. Fencing tokens of successive acquisitions strictly increase.
 		if a != nil && (b == nil || itemN(a, "fencingToken") != itemN(b, "fencingToken")) && itemN(a, "fencingToken") > 0 {
 			tok := itemN(a, "fencingToken")
