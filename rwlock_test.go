@@ -305,3 +305,56 @@ func TestRWLockTooManyReaders(t *testing.T) {
 	require.ErrorAs(t, err, &lng)
 	require.False(t, errors.Is(err, context.Canceled))
 }
+
+// Eight readers in two clients take and release the lock without pause;
+// a writer that arrives among them is not starved: it gets the lock within
+// the readers' hold time plus a few polls, and the readers go on after it.
+func TestRWLockWriterNotStarvedByCyclingReaders(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	for i := range 2 {
+		c := newClient(t, db, table, rwOpts...)
+		rw := newRW(t, c, "hot")
+		for range 4 {
+			wg.Go(func() {
+				for rctx.Err() == nil {
+					r, err := rw.RLock(rctx, rwFast)
+					if err != nil {
+						if rctx.Err() == nil {
+							t.Errorf("reader %d: %v", i, err)
+						}
+						return
+					}
+					reads.Add(1)
+					time.Sleep(50 * time.Millisecond)
+					if err := r.Close(); err != nil {
+						t.Errorf("reader release: %v", err)
+					}
+				}
+			})
+		}
+	}
+	waitFor(t, 10*time.Second, "readers cycling", func() bool { return reads.Load() > 20 })
+	wc := newClient(t, db, table, rwOpts...)
+	rw := newRW(t, wc, "hot")
+	for range 3 {
+		start := time.Now()
+		w, err := rw.Lock(ctx, rwFast)
+		require.NoError(t, err)
+		waited := time.Since(start)
+		t.Logf("writer waited %s among 8 cycling readers", waited)
+		require.Less(t, waited, 3*time.Second, "the writer is not starved")
+		before := reads.Load()
+		time.Sleep(100 * time.Millisecond)
+		require.Equal(t, before, reads.Load(), "no reader while the writer holds")
+		require.NoError(t, w.Close())
+		waitFor(t, 10*time.Second, "readers go on after the writer", func() bool { return reads.Load() > before+8 })
+	}
+	stop()
+	wg.Wait()
+}
