@@ -1,6 +1,7 @@
 package dynamolock
 
 import (
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -175,7 +176,13 @@ type rwDecision struct {
 	takeover      string   // the dead writer's RVN, if the writer's slot is taken over
 	removeReaders []string // dead readers dropped by this write (conditioned on the readers' version)
 	removeQueue   []string // queue entries dropped: this waiter's own and dead ones
-	adopt         string   // for rwAdopt: the beat (reader) or RVN (writer) of the attempt
+	// removeBeats holds, for each entry of removeQueue, the beat it was
+	// judged dead with ("" for this waiter's own and for entries no client
+	// could have written): the write requires it unchanged, so that an
+	// answer that came late (showing an older beat) never drops a waiter
+	// that has renewed since.
+	removeBeats []string
+	adopt       string // for rwAdopt: the beat (reader) or RVN (writer) of the attempt
 }
 
 // rwInput is everything the decision looks at.
@@ -257,21 +264,28 @@ func rwDecide(in rwInput) rwDecision {
 			d.removeReaders = append(d.removeReaders, r.id)
 		}
 	}
-	mine := false
+	// This waiter's ticket orders it only while its entry is in the queue:
+	// one not in it (yet, or dropped as dead) is behind everyone in it.
+	mine := slices.ContainsFunc(v.queue, func(w rwWaiter) bool { return w.id == in.id })
+	ticket := in.ticket
+	if !mine {
+		ticket = 0
+	}
 	writerBefore, readersBefore, anyBefore := false, 0, false
 	for _, w := range v.queue {
 		if w.id == in.id {
-			mine = true
 			d.removeQueue = append(d.removeQueue, w.id)
+			d.removeBeats = append(d.removeBeats, "")
 			continue
 		}
 		if w.bad || !live(in.seen.queue[w.id].at, w.lease) {
 			if len(d.removeQueue) < maxRemovals {
 				d.removeQueue = append(d.removeQueue, w.id)
+				d.removeBeats = append(d.removeBeats, w.beat)
 			}
 			continue
 		}
-		if in.ticket != 0 && !w.before(in.ticket, in.id) {
+		if ticket != 0 && !w.before(ticket, in.id) {
 			continue // behind this waiter
 		}
 		soonest(in.seen.queue[w.id].at.Add(w.lease))

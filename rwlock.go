@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -230,7 +231,12 @@ type rwAcquisition struct {
 	lease    time.Duration
 	ticket   uint64    // 0: not in the queue
 	beatAt   time.Time // when the queue entry was last written
-	seen     *rwSeen
+	// counted: a join of this writer that counted it in writersArrived
+	// landed (one that failed its condition did not count it; one whose
+	// answer was lost may have, and counting twice is harmless).
+	counted bool
+	joined  bool // a join landed: ticket is this waiter's place
+	seen    *rwSeen
 	// attempts holds every granting write, by the beat (reader) or RVN
 	// (writer) it wrote, to recognise one whose answer was lost.
 	attempts map[string]attempt
@@ -465,6 +471,7 @@ func (a *rwAcquisition) readerGrant(d rwDecision, v *rwView, beat string, sent t
 		for i, id := range d.removeQueue {
 			remove += ", " + q + "." + b.name("#w"+strconv.Itoa(i), id)
 		}
+		cond += queueBeatConds(b, d)
 	}
 	// No TTL may delete an item readers hold; no stored expiry outlives the
 	// writer that wrote it.
@@ -495,6 +502,9 @@ func (a *rwAcquisition) writerGrant(d rwDecision, v *rwView, rvn string, sent ti
 	b := &exprBuilder{names: names, values: values}
 	rs := b.name("#rwR", attrReaders)
 	cond := aws.ToString(in.ConditionExpression)
+	if len(q.remove) > 0 {
+		cond += queueBeatConds(b, d) // acquireWrite named the queue #q and its removed entries #w0, #w1, ...
+	}
 	update := aws.ToString(in.UpdateExpression)
 	// The readers map is left empty rather than removed, so that the
 	// readers' blind first write (readerGrant) finds it.
@@ -510,6 +520,20 @@ func (a *rwAcquisition) writerGrant(d rwDecision, v *rwView, rvn string, sent ti
 	in.UpdateExpression = aws.String(update)
 	in.ExpressionAttributeValues = b.values
 	return in, wrote
+}
+
+// queueBeatConds requires every waiter d drops as dead to carry the beat it
+// was judged dead with. The queue and the entries are named #q and #w<i>,
+// as the REMOVE clause names them.
+func queueBeatConds(b *exprBuilder, d rwDecision) string {
+	cond := ""
+	for i, beat := range d.removeBeats {
+		if beat != "" {
+			n := strconv.Itoa(i)
+			cond += " AND #q.#w" + n + "." + b.name("#qb", "b") + " = " + b.value(":qb"+n, attrS(beat))
+		}
+	}
+	return cond
 }
 
 // versionCond requires the readers map to be exactly as v showed it.
@@ -530,12 +554,15 @@ func readerEntry(beat string, lease time.Duration) types.AttributeValue {
 }
 
 // join adds this waiter's entry to the queue, or renews its beat, and
-// learns the item from the answer. A writer's first join also counts it in
-// writersArrived, which fails every reader's write based on an older look.
+// learns the item from the answer. A writer's join that adds its entry
+// also counts it in writersArrived: that fails every reader's write based
+// on a look from before the writer was in the queue.
 func (a *rwAcquisition) join(ctx context.Context, v *rwView) error {
 	c := a.rw.c
-	first := a.ticket == 0
-	if first {
+	if !a.joined {
+		// A ticket is this waiter's once a join carrying it landed; until
+		// then it follows the highest in the latest view.
+		a.ticket = 0
 		for _, w := range v.queue {
 			if !w.bad {
 				a.ticket = max(a.ticket, w.ticket)
@@ -556,21 +583,34 @@ func (a *rwAcquisition) join(ctx context.Context, v *rwView) error {
 	q := b.name("#q", attrFairQueue)
 	cond := "attribute_exists(" + b.name("#pk", c.partitionKeyName) + ") AND "
 	var update string
-	if v.queuePresent {
+	present := slices.ContainsFunc(v.queue, func(w rwWaiter) bool { return w.id == a.id })
+	switch {
+	case present:
+		// A renewal: only of an entry still there. One that others dropped
+		// as dead is added again by a join that counts (below), and a
+		// renewal that arrives late never brings a dropped entry back.
+		update = "SET " + q + "." + b.name("#w", a.id) + " = " + b.value(":e", &types.AttributeValueMemberM{Value: entry})
+		cond += "attribute_exists(" + q + "." + "#w)"
+	case v.queuePresent:
 		update = "SET " + q + "." + b.name("#w", a.id) + " = " + b.value(":e", &types.AttributeValueMemberM{Value: entry})
 		cond += "attribute_exists(" + q + ")"
-	} else {
+	default:
 		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
 			a.id: &types.AttributeValueMemberM{Value: entry}}})
 		cond += "attribute_not_exists(" + q + ")"
 	}
-	if a.writer && first {
+	// Every join that adds a writer's entry (first, or again after others
+	// dropped it as dead) counts it: a reader that looked before it was
+	// there must look again.
+	if a.writer && (!a.counted || !present) {
 		update += " ADD " + b.name("#wa", attrWritersArrived) + " " + b.value(":one", attrN(1))
 	}
 	in := c.guardedUpdate(c.itemKeyOf(a.rw.name, a.o.sortKey), b, update, cond)
 	in.ReturnValues = types.ReturnValueAllNew
 	out, err := c.updateItem(ctx, in)
 	if err == nil {
+		a.joined = true
+		a.counted = a.counted || a.writer
 		return a.learn(ctx, v, out.Attributes, nil)
 	}
 	return a.answer(ctx, v, err)

@@ -30,7 +30,7 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
-	flagAvoid    = flag.String("sim.avoid", "delete,recipes", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, release-retry, reentrant-mix, undecodable, fair, recipes; empty for none")
+	flagAvoid    = flag.String("sim.avoid", "delete,recipes", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock; empty for none")
 	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 20, "with -sim.seed: run the seed up to this many times until it shows a violation (see docs/SIMULATION.md on determinism)")
@@ -170,6 +170,9 @@ type world struct {
 	calls         int
 	slots         []*simClient
 	dataSeen      map[string]map[string]bool // key → every data value its item held (recordData)
+	rwLog         []rwRec                    // granted RWLock calls (invariant 11)
+	rwCalls       map[*int]time.Time         // RWLock calls in flight, by when they started
+	rwBeats       map[string]rwBeat          // the RWLock queue's beats (rwHook)
 }
 
 // simClient is one lock client and its configuration.
@@ -250,6 +253,7 @@ func simulate(seed uint64, dur time.Duration) *world {
 			actors.Go(func() { w.actor(i, ar, deadline) })
 		}
 	}
+	w.rwActors(&actors, deadline)
 	actors.Go(func() { w.chaos(rand.New(rand.NewPCG(seed, 7)), deadline, stalls, closes, foreign) })
 	actors.Wait()
 
