@@ -11,7 +11,7 @@
 #   make test-short  same, with -short
 #   make lint        go vet + staticcheck (built from the tools module)
 #   make consumer-check  a program importing only the library stays within
-#                    12 modules besides itself, the library and the AWS SDK
+#                    13 modules besides itself, the library and the AWS SDK
 #   make demo        cmd/lock-example against a DynamoDB Local started for it:
 #                    two processes on one lock never overlap (scripts/demo.sh)
 #   make bench       Go benchmarks, then tools/cmd/lockbench against a DynamoDB Local

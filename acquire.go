@@ -74,7 +74,7 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 	case o.lease < 0:
 		return invalid("WithLockLease", o.lease, "must be positive")
 	case c.heartbeatPeriod > 0 && o.lease/2 < c.heartbeatPeriod:
-		return invalid("WithLockLease", o.lease, "must be at least twice the heartbeat period %s", c.heartbeatPeriod)
+		return invalid("WithLockLease", o.lease, "must be at least twice %s", c.heartbeatPeriodText())
 	}
 	sk, err := c.resolveSortKey(o.sortKey)
 	if err != nil {
@@ -109,7 +109,7 @@ func (c *Client) validateAcquire(key string, o *acquireLockOptions) error {
 func (c *Client) resolveSortKey(v *string) (*string, error) {
 	switch {
 	case v == nil && c.sortKeyName != "" && c.sortKey == nil:
-		return nil, invalid("WithSortKeyValue", "", "is required: the client's sort key %q has no default value (WithSortKey(%q, \"\"))", c.sortKeyName, c.sortKeyName)
+		return nil, invalid("WithSortKey value", "", "gives the client's sort key %q no default value: every acquisition must give one with WithSortKeyValue", c.sortKeyName)
 	case v == nil:
 		return c.sortKey, nil
 	case c.sortKeyName == "":

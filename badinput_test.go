@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 )
 
 // badInput is one bad input to the public API and the error it must get:
@@ -34,10 +35,17 @@ type narrowDB struct{ dynamolock.DynamoDBClient }
 // TestBadInput is the table of every bad input the API can receive. Each
 // one fails fast with a typed error that names the bad value, and no
 // DynamoDB call is made.
+//
+// It needs no DynamoDB Local: none of these calls may reach DynamoDB, and
+// the few the setup makes run on an in-memory DynamoDB (dynamolocktest)
+// whose connection counts them.
 func TestBadInput(t *testing.T) {
-	table := newTable(t, "")
-	db, calls := newDB(t)
 	ctx := context.Background()
+	table := "bad_input"
+	db := dynamolocktest.New().Conn()
+	admin := newClient(t, db, table)
+	_, err := admin.CreateTableWithContext(ctx, table)
+	require.NoError(t, err)
 	// A lease far longer than the run, so that no heartbeat of the held
 	// locks falls among the calls counted below.
 	quiet := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(time.Minute), dynamolock.WithHeartbeatPeriod(20 * time.Second)}
@@ -68,9 +76,6 @@ func TestBadInput(t *testing.T) {
 	narrow := newClient(t, narrowDB{db}, table)
 	noDefaultSortKey := newClient(t, db, table, dynamolock.WithSortKey("sk", ""))
 	fresh := table + "_fresh" // CreateTable must not create it
-	t.Cleanup(func() {
-		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &fresh})
-	})
 	big := make([]byte, 400*1024)
 	bigS := strings.Repeat("x", 400*1024)
 
@@ -136,7 +141,7 @@ func TestBadInput(t *testing.T) {
 		{"AcquireLock: no sort key value where the client has no default", func() error {
 			_, err := noDefaultSortKey.AcquireLockWithContext(ctx, "k")
 			return err
-		}, inv, "WithSortKeyValue"},
+		}, inv, `invalid WithSortKey value "": gives the client's sort key "sk" no default value: every acquisition must give one with WithSortKeyValue`},
 		{"AcquireLock: empty sort key value", acquire("k", dynamolock.WithSortKeyValue("")), inv, "WithSortKeyValue"},
 		{"AcquireLock: sort key value on a client without a sort key", acquire("k", dynamolock.WithSortKeyValue("v")), inv, "WithSortKeyValue"},
 		{"AcquireLock: lease under twice the heartbeat period", acquire("k", dynamolock.WithLockLease(time.Millisecond)), inv, "WithLockLease"},
@@ -251,7 +256,7 @@ func TestBadInput(t *testing.T) {
 		{"AcquireLock: key not valid UTF-8", acquire("k\xff"), inv, "key"},
 		{"Get: key not valid UTF-8", func() error { _, err := c.GetWithContext(ctx, "k\xff"); return err }, inv, "key"},
 		{"LocksByPartitionKey: key not valid UTF-8", listed(c.LocksByPartitionKey(ctx, "k\xff")), inv, "key"},
-		{"AcquireLock: additional attributes over 400 KB", acquire("k", attr("big", s(bigS))), inv, "WithAdditionalAttributes"},
+		{"AcquireLock: additional attributes over 400 KB", acquire("k", attr("big", s(bigS))), inv, "WithAdditionalAttributes \"409603 bytes of additional attributes\""},
 		{"New: heartbeat period whose double overflows", newErr(db, table, dynamolock.WithLeaseDuration(time.Second),
 			dynamolock.WithHeartbeatPeriod(math.MaxInt64/2+1)), inv, "WithLeaseDuration"},
 		{"SendHeartbeat: lease to ensure under twice the heartbeat period", beat(held, dynamolock.WithLeaseDurationToEnsure(100*time.Millisecond)), inv, "WithLeaseDurationToEnsure"},
@@ -267,7 +272,7 @@ func TestBadInput(t *testing.T) {
 
 	for _, in := range inputs {
 		t.Run(in.name, func(t *testing.T) {
-			calls.reset()
+			before := db.Calls()
 			err := in.call()
 			require.Error(t, err, "bad input accepted")
 			assert.ErrorIs(t, err, in.want)
@@ -281,7 +286,7 @@ func TestBadInput(t *testing.T) {
 				assert.Contains(t, err.Error(), in.names, "the error names the bad input")
 			}
 			assert.True(t, strings.HasPrefix(err.Error(), "dynamolock: "), "message prefix: %q", err.Error())
-			assert.Zero(t, calls.total(), "bad input reached DynamoDB: %v", calls.reset())
+			assert.Equal(t, before, db.Calls(), "bad input reached DynamoDB")
 		})
 	}
 	// Nothing above disturbed the locks that were held.
@@ -321,19 +326,22 @@ func TestInvalidUTF8OwnerNamesLetTwoOwnersIn(t *testing.T) {
 // writes to the other client's table instead, and the condition failure
 // there marks the holder's lock lost although it is still held.
 func TestReleaseThroughAnotherClientWithTheSameOwnerName(t *testing.T) {
-	table, table2 := newTable(t, ""), newTable(t, "")
-	db, calls := newDB(t)
 	ctx := context.Background()
-	holder := newClient(t, db, table, append(fast, dynamolock.WithOwnerName("host-1"))...)
-	stranger := newClient(t, db, table2, append(fast, dynamolock.WithOwnerName("host-1"))...)
+	db := dynamolocktest.New().Conn()
+	holder := newClient(t, db, "table1", append(fast, dynamolock.WithOwnerName("host-1"))...)
+	stranger := newClient(t, db, "table2", append(fast, dynamolock.WithOwnerName("host-1"))...)
+	for _, name := range []string{"table1", "table2"} {
+		_, err := holder.CreateTableWithContext(ctx, name)
+		require.NoError(t, err)
+	}
 	l, err := holder.AcquireLockWithContext(ctx, "k")
 	require.NoError(t, err)
 
-	calls.reset()
+	before := db.Calls()
 	ok, err := stranger.ReleaseLockWithContext(ctx, l)
 	assert.False(t, ok)
 	assert.ErrorIs(t, err, dynamolock.ErrOwnerMismatched, "a lock is released by the client that holds it")
-	assert.Zero(t, calls.total(), "no call is made")
+	assert.Equal(t, before, db.Calls(), "no call is made")
 	assert.NoError(t, l.Err(), "the holder's lock is still held")
 	assert.ErrorIs(t, stranger.SendHeartbeatWithContext(ctx, l), dynamolock.ErrOwnerMismatched, "as SendHeartbeat already refuses it")
 }
@@ -369,4 +377,45 @@ func TestExtremeDurations(t *testing.T) {
 		// item could turn stale, a handful of times, not hundreds.
 		assert.LessOrEqual(t, calls.reset()["GetItem"], 5, "GetItem calls in one second")
 	})
+}
+
+// Issue 22: an option combination that does not fit is blamed on the
+// option the caller set, not on one left at its default. Before,
+// WithHeartbeatPeriod(15s) alone read `invalid WithLeaseDuration 20s`.
+func TestInvalidCombinationNamesTheOptionSet(t *testing.T) {
+	db, calls := newDB(t)
+	for _, tc := range []struct {
+		name     string
+		opts     []dynamolock.ClientOption
+		option   string // InvalidArgumentError.Name
+		contains []string
+	}{
+		{"heartbeat period over half the default lease", []dynamolock.ClientOption{dynamolock.WithHeartbeatPeriod(15 * time.Second)},
+			"WithHeartbeatPeriod", []string{"invalid WithHeartbeatPeriod 15s", "lease duration 20s (the default", "WithLeaseDuration"}},
+		{"lease under twice the default heartbeat period", []dynamolock.ClientOption{dynamolock.WithLeaseDuration(9 * time.Second)},
+			"WithLeaseDuration", []string{"invalid WithLeaseDuration 9s", "heartbeat period 5s (the default", "WithHeartbeatPeriod"}},
+		{"both set", []dynamolock.ClientOption{dynamolock.WithLeaseDuration(3 * time.Second), dynamolock.WithHeartbeatPeriod(2 * time.Second)},
+			"WithLeaseDuration", []string{"invalid WithLeaseDuration 3s", "WithHeartbeatPeriod 2s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := dynamolock.New(db, "locks", tc.opts...)
+			var ie *dynamolock.InvalidArgumentError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, tc.option, ie.Name, "%v", err)
+			for _, s := range tc.contains {
+				assert.Contains(t, err.Error(), s)
+			}
+		})
+	}
+
+	// Per-lock leases are checked against a heartbeat period the caller may
+	// not have set: the message says where it comes from.
+	c := newClient(t, db, "locks")
+	_, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithLockLease(3*time.Second))
+	require.ErrorIs(t, err, dynamolock.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "invalid WithLockLease 3s: must be at least twice the heartbeat period 5s (the default")
+	c = newClient(t, db, "locks", dynamolock.WithLeaseDuration(10*time.Second), dynamolock.WithHeartbeatPeriod(2*time.Second))
+	_, err = c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithLockLease(3*time.Second))
+	assert.ErrorContains(t, err, "at least twice the WithHeartbeatPeriod 2s")
+	assert.Zero(t, calls.total())
 }

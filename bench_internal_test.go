@@ -1,45 +1,22 @@
 package dynamolock
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 )
 
 // White-box benchmarks of the in-process hot paths that cannot be reached
 // alone from outside: item decoding and expression building. Run with
 // `go test -run '^$' -bench . -benchmem .` (make bench does).
 
-// benchNopDB answers every call with an empty output; the benchmarks here
-// never call it.
-type benchNopDB struct{}
-
-func (benchNopDB) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return &dynamodb.GetItemOutput{}, nil
-}
-
-func (benchNopDB) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return &dynamodb.PutItemOutput{}, nil
-}
-
-func (benchNopDB) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return &dynamodb.UpdateItemOutput{}, nil
-}
-
-func (benchNopDB) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	return &dynamodb.DeleteItemOutput{}, nil
-}
-
-func (benchNopDB) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	return &dynamodb.CreateTableOutput{}, nil
-}
-
 func benchInternalClient(b *testing.B, opts ...ClientOption) *Client {
 	b.Helper()
-	c, err := New(benchNopDB{}, "bench_table", append([]ClientOption{DisableHeartbeat()}, opts...)...)
+	// The benchmarks here make no call: any DynamoDBClient does.
+	c, err := New(dynamolocktest.New().Conn(), "bench_table", append([]ClientOption{DisableHeartbeat()}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

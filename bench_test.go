@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/gofrs/uuid/v5"
 
 	"github.com/arielsrv/dynamolock/v2"
-	"github.com/arielsrv/dynamolock/v2/internal/uuid"
 )
 
 // Benchmarks of the lock operations. Those named Fake run against an
@@ -153,7 +153,7 @@ func BenchmarkDynamoDBLocal(b *testing.B) {
 				"#k": "key", "#o": "ownerName", "#l": "leaseDuration", "#v": "recordVersionNumber",
 			},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":o": s("bench"), ":l": s("20s"), ":v": s(uuid.New()),
+				":o": s("bench"), ":l": s("20s"), ":v": s(uuid.Must(uuid.NewV4()).String()),
 			},
 		})
 		return err

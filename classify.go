@@ -61,19 +61,65 @@ func (e *KeySchemaError) Error() string {
 	if options == "" {
 		options = "WithPartitionKeyName and WithSortKey"
 	}
-	fmt.Fprintf(&b, "dynamolock: table %q is not keyed as this client expects: the client uses %s (%s)",
-		e.Table, describeKeys(e.Expected), options)
+	wrongTypes := e.wrongTypes()
+	namesDiffer := e.Found == nil || !sameKeyNames(e.Expected, e.Found)
+	fmt.Fprintf(&b, "dynamolock: table %q is not keyed as this client expects: the client uses %s", e.Table, describeKeys(e.Expected))
+	if namesDiffer {
+		fmt.Fprintf(&b, " (%s)", options)
+	}
 	if e.Found != nil {
 		fmt.Fprintf(&b, "; the table has %s", describeKeys(e.Found))
 	} else {
 		b.WriteString("; the table's key schema could not be read (DescribeTable)")
 	}
-	fmt.Fprintf(&b, "; set %s to match the table, or use a table created for this client", options)
+	for _, w := range wrongTypes {
+		fmt.Fprintf(&b, "; %s", w)
+	}
+	switch {
+	case len(wrongTypes) > 0 && namesDiffer:
+		fmt.Fprintf(&b, "; %s can match the table's key names but not its key types: lock keys are strings (type S), so use a table whose key attributes are of type S", options)
+	case len(wrongTypes) > 0:
+		b.WriteString("; lock keys are strings (type S) and no option changes that: use a table whose key attributes are of type S (Client.CreateTable, or lock-example create-table, makes one)")
+	default:
+		fmt.Fprintf(&b, "; set %s to match the table, or use a table created for this client", options)
+	}
 	if e.Err != nil {
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
 	}
 	return b.String()
+}
+
+// wrongTypes describes the table's key attributes whose type is not the
+// one this client writes (S), e.g. `the table's partition key "key" is of
+// type N, expected S`: no option can fix those.
+func (e *KeySchemaError) wrongTypes() []string {
+	var out []string
+	for _, f := range e.Found {
+		if f.Type == "" || f.Type == types.ScalarAttributeTypeS {
+			continue
+		}
+		role := "partition key"
+		if f.KeyType == types.KeyTypeRange {
+			role = "sort key"
+		}
+		out = append(out, fmt.Sprintf("the table's %s %q is of type %s, expected %s", role, f.Name, f.Type, types.ScalarAttributeTypeS))
+	}
+	return out
+}
+
+// sameKeyNames reports whether two key schemas name the same attributes in
+// the same roles, whatever their types.
+func sameKeyNames(a, b []KeyAttribute) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].KeyType != b[i].KeyType {
+			return false
+		}
+	}
+	return true
 }
 
 // Is reports whether target is [ErrKeySchemaMismatch].

@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,9 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/gofrs/uuid/v5"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/arielsrv/dynamolock/v2/internal/uuid"
 )
 
 // DynamoDBClient is the part of the DynamoDB API the lock client needs, with
@@ -48,6 +48,7 @@ type Client struct {
 	ownerName                    string
 	leaseDuration                time.Duration
 	heartbeatPeriod              time.Duration
+	leaseSet, heartbeatSet       bool // WithLeaseDuration / WithHeartbeatPeriod given: errors name what the caller set
 	heartbeatConcurrency         int
 	heartbeatAdmission           float64
 	holdLockOnServiceUnavailable bool
@@ -150,8 +151,7 @@ func (c *Client) validate() error {
 	case c.heartbeatPeriod < 0:
 		return invalid("WithHeartbeatPeriod", c.heartbeatPeriod, "must not be negative (0 disables heartbeats)")
 	case c.heartbeatPeriod > 0 && c.leaseDuration/2 < c.heartbeatPeriod:
-		return invalid("WithLeaseDuration", c.leaseDuration,
-			"must be at least twice the heartbeat period %s, or locks may expire while a heartbeat is late", c.heartbeatPeriod)
+		return c.leaseHeartbeatMismatch()
 	case c.heartbeatConcurrency < 1 || c.heartbeatConcurrency > 1024:
 		return invalid("WithHeartbeatConcurrency", c.heartbeatConcurrency, "must be between 1 and 1024")
 	case !(c.heartbeatAdmission >= 0 && c.heartbeatAdmission <= 1): // NaN too
@@ -159,25 +159,35 @@ func (c *Client) validate() error {
 	case c.clockSkewBound < 0:
 		return invalid("WithClockSkewBound", c.clockSkewBound, "must not be negative")
 	}
-	if c.ttlAttribute != "" {
-		for _, name := range []string{c.partitionKeyName, c.sortKeyName, attrOwnerName, attrLeaseDuration,
-			attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue} {
-			if c.ttlAttribute == name {
-				return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
-			}
-		}
+	if c.ttlAttribute != "" && (c.ttlAttribute == c.partitionKeyName || c.ttlAttribute == c.sortKeyName || lockAttribute(c.ttlAttribute)) {
+		return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
 	}
 	return nil
 }
 
-// lockAttribute reports whether name is one of the lock item's own
-// attributes, which a key attribute must not be named after.
-func lockAttribute(name string) bool {
-	switch name {
-	case attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue:
-		return true
+// leaseHeartbeatMismatch is the error for a lease under twice the heartbeat
+// period, naming the option the caller set rather than one left at its
+// default.
+func (c *Client) leaseHeartbeatMismatch() error {
+	const why = "or locks may expire while a heartbeat is late"
+	switch {
+	case c.heartbeatSet && !c.leaseSet:
+		return invalid("WithHeartbeatPeriod", c.heartbeatPeriod,
+			"must be at most half the lease duration %s (the default; set a longer one with WithLeaseDuration), %s", c.leaseDuration, why)
+	case c.leaseSet && !c.heartbeatSet:
+		return invalid("WithLeaseDuration", c.leaseDuration,
+			"must be at least twice the heartbeat period %s (the default; set a shorter one with WithHeartbeatPeriod), %s", c.heartbeatPeriod, why)
 	}
-	return false
+	return invalid("WithLeaseDuration", c.leaseDuration, "must be at least twice the WithHeartbeatPeriod %s, %s", c.heartbeatPeriod, why)
+}
+
+// heartbeatPeriodText describes the heartbeat period for an error about an
+// option that must be at least twice it.
+func (c *Client) heartbeatPeriodText() string {
+	if c.heartbeatSet {
+		return "the WithHeartbeatPeriod " + c.heartbeatPeriod.String()
+	}
+	return "the heartbeat period " + c.heartbeatPeriod.String() + " (the default; WithHeartbeatPeriod sets it)"
 }
 
 // isNil reports whether v is nil or a typed nil pointer (a nil
@@ -196,10 +206,24 @@ func isNil(v any) bool {
 
 func defaultOwnerName() string {
 	host, _ := os.Hostname()
-	return host + uuid.New()
+	return host + newUUID()
 }
 
-func newRVN() string { return uuid.New() }
+func newRVN() string { return newUUID() }
+
+// newUUID returns a random (version 4) UUID in its canonical 36-character
+// form: one allocation, the string. Its bits come from crypto/rand, as
+// uuid.NewV4's do, but read into a uuid.UUID on the stack: NewV4 reads
+// through an io.Reader, which moves the UUID to the heap, a second
+// allocation on every acquisition and heartbeat. crypto/rand.Read does not
+// fail (Go 1.24+).
+func newUUID() string {
+	var u uuid.UUID
+	_, _ = rand.Read(u[:])
+	u.SetVersion(uuid.V4)
+	u.SetVariant(uuid.VariantRFC9562)
+	return u.String()
+}
 
 // OwnerName returns the owner name this client writes into its locks.
 func (c *Client) OwnerName() string { return c.ownerName }

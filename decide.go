@@ -100,7 +100,7 @@ func decide(in decideInput) decision {
 	case !in.now.Before(staleAt):
 		return decision{step: stepWrite, takeover: rec.rvn, stale: true}
 	case in.o.failIfLocked:
-		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: rec.lease}, "FailIfLocked")}
+		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: rec.lease, ownOwner: rec.owner == in.owner}, "FailIfLocked")}
 	case !in.now.Before(in.deadline):
 		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: in.now.Sub(in.start)},
 			"key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner))}

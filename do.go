@@ -9,8 +9,10 @@ import (
 // Do acquires key, runs fn while holding it, and releases it when fn
 // returns. The context given to fn is cancelled the moment the lock is lost,
 // with the *[LockLostError] as its cause ([context.Cause]). Do returns fn's
-// error joined with any release error; if the lock could not be acquired it
-// returns that error and does not call fn. The release is attempted even
+// error joined with any release error, and a loss once: when fn returns the
+// loss (its context's cause, say), the release's report of the same loss is
+// left out. If the lock could not be acquired it returns that error and
+// does not call fn. The release is attempted even
 // when ctx has ended.
 //
 // A key held by a live owner is waited for as [Client.AcquireLockWithContext]
@@ -37,11 +39,22 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.leaseDuration, 5*time.Second))
 		defer rcancel()
 		_, rerr := c.releaseLock(rctx, l, &releaseLockOptions{})
-		if !errors.Is(rerr, ErrLockAlreadyReleased) { // fn may have released it itself
+		switch {
+		case errors.Is(rerr, ErrLockAlreadyReleased): // fn may have released it itself
+		case errors.Is(rerr, ErrLockLost) && reportsLoss(err, l):
+			// fn returned the loss (context.Cause of its context): the
+			// release found the same loss, which is told once.
+		default:
 			err = errors.Join(err, rerr)
 		}
 	}()
 	return fn(fctx, l)
+}
+
+// reportsLoss reports whether err already tells of the loss of l.
+func reportsLoss(err error, l *Lock) bool {
+	var lost *LockLostError
+	return errors.As(err, &lost) && lost.Key == l.partitionKey && lost.Owner == l.OwnerName()
 }
 
 // lockContext is the context Do gives fn. Its Done and Err look at the

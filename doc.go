@@ -41,6 +41,61 @@
 //     and the recipes: [Client.NewElection], [Client.AcquireLocks],
 //     [Client.NewSemaphore].
 //
+// # Options, by where they apply
+//
+// Each option type belongs to one call; an option is given where its
+// effect is decided.
+//
+//   - Client, given to [New] ([ClientOption]): the table's key attributes
+//     ([WithPartitionKeyName], [WithSortKey], [WithTTLAttribute]); who the
+//     client is ([WithOwnerName]); the lease and its renewal for every lock
+//     ([WithLeaseDuration], [WithHeartbeatPeriod], [DisableHeartbeat],
+//     [WithHeartbeatConcurrency], [WithHeartbeatAdmission],
+//     [WithHoldLockOnServiceUnavailable]); taking over dead holders
+//     ([WithClockSkewBound], [WithMaxLockObservationCacheSize]); global
+//     tables ([WithSingleWriterRegion]); logs and metrics ([WithSlog],
+//     [WithLogger], [WithContextLogger], [WithMeterProvider]).
+//   - Acquisition, given to [Client.AcquireLockWithContext], [Client.Do],
+//     [Client.AcquireLocks] and [Semaphore.Acquire]
+//     ([AcquireLockOption]): how to wait ([FailIfLocked],
+//     [WithRefreshPeriod], [WithRefreshJitter],
+//     [WithAdditionalTimeToWaitForLock], [WithFairness]); which lock
+//     ([WithSortKeyValue], [WithReentrant],
+//     [WithAcquireOnlyIfLockAlreadyExists]); this lock's lease
+//     ([WithLockLease], [WithSessionMonitor]); what the item holds and how
+//     its release will treat it ([WithData], [ReplaceData],
+//     [WithAdditionalAttributes], [WithDeleteLockOnRelease]).
+//   - Heartbeat, given to [Client.SendHeartbeatWithContext]
+//     ([SendHeartbeatOption]): [WithLeaseDurationToEnsure],
+//     [ReplaceHeartbeatData], [DeleteData], [HeartbeatRetries],
+//     [UnsafeMatchOwnerOnly].
+//   - Release, given to [Client.ReleaseLockWithContext]
+//     ([ReleaseLockOption]): [WithDeleteLock], [WithDataAfterRelease],
+//     [WithBestEffort].
+//   - Table, given to [Client.CreateTableWithContext] and
+//     [Client.CreateTableIfNotExistsWithContext] ([CreateTableOption]):
+//     [WithCustomPartitionKeyName], [WithSortKeyName],
+//     [WithProvisionedThroughput], [WithTags], [WithTimeToLive].
+//
+// Options with similar names, side by side:
+//
+//	WithSortKey(name, value)   client       the table's sort key attribute, and the sort key value of the client's locks
+//	WithSortKeyValue(value)    acquisition  the sort key value of this one lock (overrides the client's)
+//	WithSortKeyName(name)      table        the sort key attribute of a table being created
+//
+//	WithLeaseDuration(d)          client       the lease of every lock of the client (default 20s)
+//	WithLockLease(d)              acquisition  the lease of this one lock, kept by its heartbeats
+//	WithLeaseDurationToEnsure(d)  heartbeat    the lease this manual heartbeat writes, kept by later ones
+//
+//	WithDeleteLockOnRelease()  acquisition  this lock's release will delete its item (default: keep it, marked released)
+//	WithDeleteLock(bool)       release      this release deletes the item (true) or keeps it (false), whatever was chosen before
+//
+//	WithPartitionKeyName(name)        client  the partition key attribute the client reads and writes
+//	WithCustomPartitionKeyName(name)  table   the partition key attribute of a table being created (default: the client's)
+//
+//	WithTTLAttribute(name)  client  the attribute the client writes each lock's expiry (plus TTLMargin) into, for DynamoDB TTL
+//	WithTimeToLive(name)    table   turns DynamoDB TTL on for that attribute of a table being created
+//
 // # What a lock guarantees
 //
 // A lock is a lease. While the holder renews it at least once per lease

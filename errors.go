@@ -156,15 +156,24 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("gave up after waiting %s", e.Age)
 }
 
-// LockHeldError tells who holds a lock that could not be acquired.
+// LockHeldError tells who holds a lock that could not be acquired. When
+// Owner is the acquiring client's own owner name (the key is held by this
+// client, or by another with the same owner name), the message says so and
+// names [WithReentrant].
 type LockHeldError struct {
 	Key           string
 	Owner         string
 	LeaseDuration time.Duration
+
+	ownOwner bool // Owner is the acquiring client's own owner name
 }
 
 func (e *LockHeldError) Error() string {
-	return fmt.Sprintf("key %q is held by owner %q (lease %s)", e.Key, e.Owner, e.LeaseDuration)
+	s := fmt.Sprintf("key %q is held by owner %q (lease %s)", e.Key, e.Owner, e.LeaseDuration)
+	if e.ownOwner {
+		s += ", this client's own owner name: the key is held by this client (or another with the same owner name); use WithReentrant to get the held lock"
+	}
+	return s
 }
 
 // LockLostError reports that a held lock was lost. It matches [ErrLockLost]

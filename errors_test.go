@@ -138,11 +138,28 @@ func TestFirstHourErrors(t *testing.T) {
 	}
 	rows = append(rows,
 		schemaRow("table keyed on another attribute", byID, nil, `partition key "key" (S)`, `partition key "id" (S)`),
-		schemaRow("partition key of type N", numeric, nil, `partition key "key" (S)`, `partition key "key" (N)`),
 		schemaRow("client with a sort key, table without one", noSort, []dynamolock.ClientOption{dynamolock.WithSortKey("sk", "v")},
 			`sort key "sk" (S)`, `the table has partition key "key" (S) and no sort key`),
 		schemaRow("client without a sort key, table with one", withSort, nil,
 			`the client uses partition key "key" (S) and no sort key`, `sort key "sk" (S)`),
+	)
+	// A key of another type: no option fixes it, and the message names
+	// the types instead of advising WithPartitionKeyName (issue 22).
+	typeRow := func(name, table string, contains []string, extra func(*testing.T, error)) row {
+		c := newClient(t, db, table)
+		return row{name: name, run: func(*testing.T) error { _, err := c.AcquireLockWithContext(ctx, "k"); return err },
+			sentinel: dynamolock.ErrKeySchemaMismatch, as: asKeySchema, contains: append([]string{table}, contains...), extra: extra}
+	}
+	numericID := rawTable(t, db, [2]string{"id", "N"})
+	rows = append(rows,
+		typeRow("partition key of type N", numeric, []string{`partition key "key" (S)`, `partition key "key" (N)`,
+			`partition key "key" is of type N, expected S`, "no option changes that", "of type S"},
+			func(t *testing.T, err error) {
+				assert.NotContains(t, err.Error(), "WithPartitionKeyName", "no option can fix a key type")
+				assert.NotContains(t, err.Error(), "WithSortKey")
+			}),
+		typeRow("partition key of another name and type N", numericID, []string{`partition key "id" (N)`,
+			`partition key "id" is of type N, expected S`, "WithPartitionKeyName and WithSortKey can match the table's key names but not its key types"}, nil),
 	)
 	getOnByID := newClient(t, db, byID)
 	rows = append(rows, row{name: "table keyed on another attribute: Get", run: func(*testing.T) error {
@@ -183,6 +200,20 @@ func TestFirstHourErrors(t *testing.T) {
 			_, err := self.AcquireLockWithContext(ctx, "mine", dynamolock.WithRefreshPeriod(100*time.Millisecond))
 			return err
 		}, as: asTimeout, contains: []string{`"mine"`, self.OwnerName(), "this client's own owner name", "WithReentrant"}},
+		row{name: "acquiring a key this client holds, FailIfLocked", run: func(*testing.T) error {
+			_, err := self.AcquireLockWithContext(ctx, "mine", dynamolock.FailIfLocked())
+			return err
+		}, contains: []string{`"mine"`, self.OwnerName(), "this client's own owner name", "held by this client", "WithReentrant"},
+			extra: func(t *testing.T, err error) {
+				var held *dynamolock.LockHeldError
+				require.ErrorAs(t, err, &held)
+				assert.Equal(t, self.OwnerName(), held.Owner)
+			}},
+		row{name: "acquiring a key another client holds, FailIfLocked", run: func(*testing.T) error {
+			_, err := self.AcquireLockWithContext(ctx, "theirs", dynamolock.FailIfLocked())
+			return err
+		}, contains: []string{`"theirs"`, theirs.OwnerName()},
+			extra: func(t *testing.T, err error) { assert.NotContains(t, err.Error(), "WithReentrant") }},
 		row{name: "acquiring a key another client holds", run: func(*testing.T) error {
 			_, err := self.AcquireLockWithContext(ctx, "theirs", dynamolock.WithRefreshPeriod(100*time.Millisecond))
 			return err
@@ -333,4 +364,44 @@ func TestSessionMonitorAcceptsWhatV2Accepts(t *testing.T) {
 		assert.Contains(t, err.Error(), "WithSessionMonitor")
 	}
 	assert.Zero(t, calls.total())
+}
+
+// Issue 22: v2's TestInvalidReleases and TestSortKeyInvalidReleases, as
+// their behaviour is described: releasing a zero Lock returns
+// ErrOwnerMismatched itself (v2 code compares it with ==), makes no
+// DynamoDB call, and leaves held locks alone; a nil lock is an error; a
+// second Close of a lock fails; Close of a nil lock is
+// ErrCannotReleaseNullLock.
+func TestInvalidReleasesAsV2(t *testing.T) {
+	ctx := context.Background()
+	for _, sortKey := range []string{"", "sortkey"} {
+		t.Run("sort key "+sortKey, func(t *testing.T) {
+			table := newTable(t, sortKey)
+			db, calls := newDB(t)
+			opts := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(3 * time.Second), dynamolock.WithHeartbeatPeriod(time.Second)}
+			if sortKey != "" {
+				opts = append(opts, dynamolock.WithSortKey(sortKey, "sortvalue"))
+			}
+			c := newClient(t, db, table, opts...)
+			held, err := c.AcquireLockWithContext(ctx, "held")
+			require.NoError(t, err)
+
+			calls.reset()
+			released, err := c.ReleaseLock(&dynamolock.Lock{})
+			assert.False(t, released)
+			assert.True(t, err == dynamolock.ErrOwnerMismatched, "v2 compares with ==: %v", err) //nolint:errorlint // as v2's test does
+			assert.Zero(t, calls.total(), "no DynamoDB call")
+			assert.NoError(t, held.Err())
+
+			var nilLock *dynamolock.Lock
+			_, err = c.ReleaseLock(nilLock)
+			assert.ErrorIs(t, err, dynamolock.ErrCannotReleaseNullLock)
+			assert.ErrorIs(t, nilLock.Close(), dynamolock.ErrCannotReleaseNullLock)
+
+			l, err := c.AcquireLockWithContext(ctx, "duplicatedLockRelease")
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+			assert.Error(t, l.Close(), "a second close fails")
+		})
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"log"
 	"math/rand/v2"
 	"strconv"
+	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +18,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
 )
 
@@ -458,3 +461,39 @@ func ExampleSemaphore() {
 	// third refused: true
 	// third after a release: true true
 }
+
+// README's "Testing your code": a user's failover test on dynamolocktest,
+// in virtual time (the leases add up to two minutes; it runs in
+// milliseconds).
+// snippet:testing-your-code
+func TestLeaderFailover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := dynamolocktest.New()
+		hostA, hostB := db.Conn(), db.Conn() // one connection per host
+		opts := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(time.Minute), dynamolock.WithHeartbeatPeriod(10 * time.Second)}
+		a, _ := dynamolock.New(hostA, "locks", opts...)
+		defer a.Close()
+		b, _ := dynamolock.New(hostB, "locks", opts...)
+		defer b.Close()
+		if _, err := a.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+			t.Fatal(err)
+		}
+		leader, err := a.NewElection("leader").Campaign(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		hostA.Partition() // host A loses its network
+		<-leader.Done()   // within a minute (virtual): its lease ran out, it steps down
+		next, err := b.NewElection("leader").Campaign(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.FencingToken() <= leader.FencingToken() {
+			t.Fatal("the new leader's fencing token is not higher")
+		}
+	})
+}
+
+// snippet:end

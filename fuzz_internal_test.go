@@ -5,13 +5,13 @@ package dynamolock
 // Run with e.g. go test -run '^$' -fuzz '^FuzzDecodeItem$' -fuzztime 1m .
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 )
 
 // fuzzType selects how a fuzzed attribute is stored; 0 leaves it out.
@@ -73,31 +73,6 @@ func fuzzExtra(b []byte, depth int) (map[string]types.AttributeValue, []byte) {
 	return m, b
 }
 
-// noCallsDB fails loudly on any call: decoding makes none.
-type noCallsDB struct{}
-
-func (noCallsDB) fail() { panic("dynamolock: fuzz: a DynamoDB call was made") }
-func (d noCallsDB) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	d.fail()
-	return nil, nil
-}
-func (d noCallsDB) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	d.fail()
-	return nil, nil
-}
-func (d noCallsDB) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	d.fail()
-	return nil, nil
-}
-func (d noCallsDB) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	d.fail()
-	return nil, nil
-}
-func (d noCallsDB) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	d.fail()
-	return nil, nil
-}
-
 // FuzzDecodeItem: any attribute map decodes to a lock record or an
 // *ItemFormatError, never a panic; a decoded record is usable.
 func FuzzDecodeItem(f *testing.F) {
@@ -107,12 +82,18 @@ func FuzzDecodeItem(f *testing.F) {
 	f.Add("java", uint8(1), "rvn", uint8(1), "20000", uint8(1), []byte{}, uint8(0), "", uint8(0), "", uint8(0), uint8(1), []byte{})
 	f.Add("v2", uint8(1), "rvn", uint8(1), "10s", uint8(1), []byte("x"), uint8(3), "", uint8(0), "1700000000000", uint8(2), uint8(0), []byte{3, 1, 'a', 'b', 'c'})
 	f.Add("", uint8(1), "rvn", uint8(2), "forever", uint8(1), []byte("x"), uint8(1), "-1", uint8(2), "x", uint8(1), uint8(4), []byte{2, 10, 'm', 'n', 1, 7, 'x', 0xff, 0xff})
-	client, err := New(noCallsDB{}, "fuzz_table", WithSortKey("sk", "v"), WithTTLAttribute("ttl"))
+	conn := dynamolocktest.New().Conn() // decoding makes no call: checked below
+	client, err := New(conn, "fuzz_table", WithSortKey("sk", "v"), WithTTLAttribute("ttl"))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, owner string, ownerT uint8, rvn string, rvnT uint8, lease string, leaseT uint8,
 		data []byte, dataT uint8, token string, tokenT uint8, expiry string, expiryT uint8, releasedT uint8, extra []byte) {
+		defer func() {
+			if calls := conn.Calls(); len(calls) != 0 {
+				t.Fatalf("decoding made DynamoDB calls: %v", calls)
+			}
+		}()
 		item, _ := fuzzExtra(extra, 3)
 		set := func(name string, v types.AttributeValue) {
 			if v != nil {

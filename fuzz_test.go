@@ -1,7 +1,7 @@
 package dynamolock_test
 
-// Black-box fuzz targets for option validation. A stub DynamoDBClient
-// counts calls: invalid input must fail with an *InvalidArgumentError and
+// Black-box fuzz targets for option validation, on an in-memory DynamoDB
+// (dynamolocktest) that counts calls: invalid input must fail with an *InvalidArgumentError and
 // make no call; valid input must get past validation. Seed corpus:
 // testdata/fuzz/<FuzzName>. Run with e.g.
 // go test -run '^$' -fuzz '^FuzzAcquireOptions$' -fuzztime 1m .
@@ -11,56 +11,26 @@ import (
 	"errors"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 )
 
-// stubDB counts calls. UpdateItem answers an acquisition with a lock item
-// of owner when owner is set; every other call fails with a
-// ResourceNotFoundException (not retried), so a valid call returns at once.
-type stubDB struct {
-	calls atomic.Int64
-	owner string
-}
+// The targets run on dynamolocktest, an in-memory DynamoDB. A DB without
+// the table answers every call with a ResourceNotFoundException (not
+// retried), so a valid call returns at once; calls counts a connection's
+// calls of every operation.
 
-var errStub = &types.ResourceNotFoundException{Message: aws.String("stub: no table")}
-
-func (d *stubDB) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	d.calls.Add(1)
-	return nil, errStub
-}
-func (d *stubDB) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	d.calls.Add(1)
-	return nil, errStub
-}
-func (d *stubDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	d.calls.Add(1)
-	if d.owner == "" {
-		return nil, errStub
+func callCount(c *dynamolocktest.Conn) int {
+	n := 0
+	for _, v := range c.Calls() {
+		n += v
 	}
-	v, ok := in.ExpressionAttributeValues[":v"].(*types.AttributeValueMemberS)
-	if !ok { // a release
-		return &dynamodb.UpdateItemOutput{}, nil
-	}
-	return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{
-		"key": s("k"), "ownerName": s(d.owner), "leaseDuration": s("1s"), "recordVersionNumber": s(v.Value),
-		"fencingToken": &types.AttributeValueMemberN{Value: "1"},
-	}}, nil
-}
-func (d *stubDB) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	d.calls.Add(1)
-	return nil, errStub
-}
-func (d *stubDB) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	d.calls.Add(1)
-	return nil, errStub
+	return n
 }
 
 // checkInvalid fails t unless err is an *InvalidArgumentError that names
@@ -98,7 +68,7 @@ func FuzzNewOptions(f *testing.F) {
 	f.Add("lo", "", true, "key", "", "", int64(0), int64(-1), 0, int64(-1), "key")
 	f.Fuzz(func(t *testing.T, table, pk string, useSortKey bool, skName, skValue, owner string,
 		lease, heartbeat int64, concurrency int, skew int64, ttl string) {
-		db := &stubDB{}
+		db := dynamolocktest.New().Conn()
 		opts := []dynamolock.ClientOption{
 			dynamolock.WithPartitionKeyName(pk),
 			dynamolock.WithOwnerName(owner),
@@ -114,7 +84,7 @@ func FuzzNewOptions(f *testing.F) {
 			skName = ""
 		}
 		c, err := dynamolock.New(db, table, opts...)
-		if db.calls.Load() != 0 {
+		if callCount(db) != 0 {
 			t.Fatal("New called DynamoDB")
 		}
 		// The documented rules.
@@ -146,7 +116,7 @@ func FuzzAcquireOptions(f *testing.F) {
 	f.Add("k", int64(time.Second), int64(time.Second), uint8(0), "", int64(0), false, false)
 	f.Add("", int64(0), int64(-1), uint8(255), "ownerName", int64(300*time.Millisecond), true, true)
 	f.Add(strings.Repeat("k", 2049), int64(1), int64(0), uint8(199), "extra", int64(900*time.Millisecond), true, false)
-	db := &stubDB{}
+	db := dynamolocktest.New().Conn() // no table
 	c, err := dynamolock.New(db, "fuzz_table", dynamolock.WithLeaseDuration(time.Second), dynamolock.WithHeartbeatPeriod(250*time.Millisecond))
 	if err != nil {
 		f.Fatal(err)
@@ -169,9 +139,9 @@ func FuzzAcquireOptions(f *testing.F) {
 		if failIfLocked {
 			opts = append(opts, dynamolock.FailIfLocked())
 		}
-		before := db.calls.Load()
+		before := callCount(db)
 		_, err := c.AcquireLockWithContext(context.Background(), key, opts...)
-		calls := db.calls.Load() - before
+		calls := callCount(db) - before
 		invalid := key == "" || len(key) > 2048 || refresh <= 0 || additionalWait < 0 ||
 			attrName == "key" || isLockAttribute(attrName) ||
 			(useMonitor && safeTime <= 0) ||
@@ -189,12 +159,12 @@ func FuzzAcquireOptions(f *testing.F) {
 				t.Fatalf("valid input rejected: %v", err)
 			}
 		case err == nil:
-			t.Fatal("the stub never grants a lock")
+			t.Fatal("a lock granted without a table")
 		default:
 			if invalid {
 				t.Fatalf("invalid input reached DynamoDB: %v", err)
 			}
-			if calls == 0 || !errors.Is(err, errStub) {
+			if calls == 0 || !errors.Is(err, dynamolock.ErrTableNotFound) {
 				t.Fatalf("valid input: %d calls, error %v", calls, err)
 			}
 		}
@@ -207,13 +177,15 @@ func FuzzHeartbeatOptions(f *testing.F) {
 	f.Add(0, int64(0), int64(0), false, uint8(0), false)
 	f.Add(-1, int64(-1), int64(-1), true, uint8(1), true)
 	f.Add(3, int64(time.Millisecond), int64(time.Hour), false, uint8(201), true)
-	db := &stubDB{}
+	db := dynamolocktest.New().Conn()
 	c, err := dynamolock.New(db, "fuzz_table", dynamolock.DisableHeartbeat(), dynamolock.WithLeaseDuration(time.Hour))
 	if err != nil {
 		f.Fatal(err)
 	}
-	db.owner = c.OwnerName()
 	f.Cleanup(func() { _ = c.Close() })
+	if _, err := c.CreateTableWithContext(context.Background(), "fuzz_table"); err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, retries int, retryWait, leaseToEnsure int64, deleteData bool, dataKB uint8, replaceData bool) {
 		l, err := c.AcquireLockWithContext(context.Background(), "k")
 		if err != nil {
@@ -232,9 +204,9 @@ func FuzzHeartbeatOptions(f *testing.F) {
 		if deleteData {
 			opts = append(opts, dynamolock.DeleteData())
 		}
-		before := db.calls.Load()
+		before := callCount(db)
 		err = c.SendHeartbeatWithContext(context.Background(), l, opts...)
-		calls := db.calls.Load() - before
+		calls := callCount(db) - before
 		invalid := retries < 0 || retryWait < 0 || leaseToEnsure < 0 || (deleteData && replaceData) || len(data) > 400*1024
 		borderline := len(data) > 400*1024-4096 && len(data) <= 400*1024
 		if err != nil {

@@ -52,7 +52,7 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 		return invalid("HeartbeatRetries", o.retryWait, "wait must not be negative")
 	case o.leaseDurationToEnsure < 0 || (o.leaseDurationToEnsure > 0 && o.leaseDurationToEnsure/2 < c.heartbeatPeriod):
 		return invalid("WithLeaseDurationToEnsure", o.leaseDurationToEnsure,
-			"must be at least twice the heartbeat period %s", c.heartbeatPeriod)
+			"must be at least twice %s", c.heartbeatPeriodText())
 	case o.deleteData && o.data != nil:
 		return invalid("ReplaceHeartbeatData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be combined with DeleteData")
 	}
@@ -74,7 +74,7 @@ func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 	if l == nil {
 		return nilLock()
 	}
-	if l.client == nil || l.readOnly {
+	if l.client == nil || l.kind == lockView {
 		return ErrReadOnlyLockHeartbeat
 	}
 	if err := l.Err(); err != nil {
@@ -174,7 +174,7 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 // refresh transaction moved the RVN), in which case the beat is sent again
 // against the RVN it found, or whether someone else has it.
 func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOptions, background bool) error {
-	if !l.owned {
+	if l.kind != heldLock {
 		return ErrReadOnlyLockHeartbeat
 	}
 	if err := l.takeWrites(ctx); err != nil {

@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,19 @@ const (
 	// attrLeaseExpiresRVN is the RVN leaseExpiresAt was written with.
 	attrLeaseExpiresRVN = "leaseExpiresAtRVN"
 )
+
+// lockAttributes are every attribute of a lock item that the lock itself
+// writes (attrFairQueue with WithFairness; the last three in an RWLock's
+// item): the one list that key, TTL and additional attribute names are
+// checked against.
+var lockAttributes = []string{attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased,
+	attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue,
+	attrReaders, attrReadersVersion, attrWritersArrived}
+
+// lockAttribute reports whether name is one of the lock item's own
+// attributes, which a key, TTL or additional attribute must not be named
+// after.
+func lockAttribute(name string) bool { return slices.Contains(lockAttributes, name) }
 
 // Limits DynamoDB enforces; checked locally so that bad input fails before
 // any call.
@@ -54,13 +68,7 @@ type schema struct {
 }
 
 func (s schema) reserved(name string) bool {
-	switch name {
-	case s.partitionKeyName, attrOwnerName, attrLeaseDuration, attrRVN, attrData,
-		attrIsReleased, attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue,
-		attrReaders, attrReadersVersion, attrWritersArrived:
-		return true
-	}
-	return name != "" && (name == s.sortKeyName || name == s.ttlAttribute)
+	return name == s.partitionKeyName || lockAttribute(name) || name != "" && (name == s.sortKeyName || name == s.ttlAttribute)
 }
 
 // decodeItem reads a lock item as written by this client, Amazon's Java
@@ -270,10 +278,13 @@ func (c *Client) validateItemSize(option, key string, sortKey *string, data []by
 		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
 		len(attrLeaseExpiresAt) + 12 + len(attrLeaseExpiresRVN) + 36 + len(c.ttlAttribute) + 12
 	if size > maxItemBytes {
+		value := strconv.Itoa(len(data)) + " bytes of data"
 		if len(data) < size/2 {
+			// The additional attributes make most of the item: name them.
 			option = "WithAdditionalAttributes"
+			value = strconv.Itoa(itemSize(additional)) + " bytes of additional attributes"
 		}
-		return invalid(option, strconv.Itoa(len(data))+" bytes of data", "the lock item would be about %d bytes, over DynamoDB's %d-byte item limit", size, maxItemBytes)
+		return invalid(option, value, "the lock item would be about %d bytes, over DynamoDB's %d-byte item limit", size, maxItemBytes)
 	}
 	return nil
 }

@@ -25,18 +25,17 @@ import (
 // longer than the lease can wake up after another client took the lock over.
 // Watch [Lock.Done], and guard writes with [Lock.FencingToken] or
 // [Lock.TransactionCondition].
-//
-// Its fields are ordered, and what most locks never use kept apart, so that
-// a held lock fits a 256-byte allocation (TestLockSize, BenchmarkHeapPerHeldLock).
 type Lock struct {
+	// The fields are ordered, and what most locks never use kept apart
+	// (rare), so that a held lock fits a 256-byte allocation: a test and a
+	// benchmark of the heap per held lock check it.
 	client       *Client
 	partitionKey string
 	sortKey      *string
 
 	mu sync.Mutex
 	// Immutable after construction.
-	readOnly        bool // a view from Get or a listing: never held
-	owned           bool // acquired by this client (newHeldLock): its end is recorded in released and lost
+	kind            lockKind
 	deleteOnRelease bool
 	reader          bool // an RWLock's reader: its entry in the readers map is rare.readerID
 	// Guarded by mu.
@@ -82,16 +81,26 @@ type lockRare struct {
 	readerID string
 }
 
+// lockKind is what a *Lock is: a lock this client acquired, a read-only
+// view of an item (Get, a listing), or the zero Lock a caller made.
+type lockKind uint8
+
+const (
+	zeroLock lockKind = iota // &Lock{}: neither held nor read
+	heldLock                 // acquired by this client (newHeldLock): its end is recorded in released and lost
+	lockView                 // a view from Get or a listing: never held
+)
+
 func newHeldLock(c *Client, key string, sortKey *string, rec *lockRecord, sent time.Time) *Lock {
 	l := newLock(c, key, sortKey, rec, sent)
-	l.owned = true
+	l.kind = heldLock
 	l.leaseEnd = sent.Add(rec.lease)
 	return l
 }
 
 func newReadOnlyLock(c *Client, key string, sortKey *string, rec *lockRecord, readAt time.Time) *Lock {
 	l := newLock(c, key, sortKey, rec, readAt)
-	l.readOnly = true
+	l.kind = lockView
 	if !readAt.IsZero() && !rec.released {
 		l.leaseEnd = readAt.Add(rec.lease)
 	}
@@ -252,7 +261,7 @@ func (l *Lock) IsReleased() bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.owned {
+	if l.kind != heldLock {
 		return l.itemReleased
 	}
 	return l.released
@@ -263,10 +272,10 @@ func (l *Lock) IsReleased() bool {
 // read-only view: the lease counted from when it was read, or the item was
 // released or absent).
 func (l *Lock) IsExpired() bool {
-	if l == nil || !l.owned && !l.readOnly {
+	if l == nil || l.kind == zeroLock {
 		return true
 	}
-	if l.readOnly {
+	if l.kind == lockView {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.leaseEnd.IsZero() || !time.Now().Before(l.leaseEnd)
@@ -281,7 +290,7 @@ func (l *Lock) IsExpired() bool {
 // once, even before the heartbeat scheduler records it: after a process
 // pause, the first Done the holder looks at is already closed.
 func (l *Lock) Done() <-chan struct{} {
-	if l == nil || !l.owned {
+	if l == nil || l.kind != heldLock {
 		return closedChan
 	}
 	ctx := l.endContext()
@@ -319,7 +328,7 @@ func (l *Lock) rareLocked() *lockRare {
 // lost, including when its lease has run out by this host's clock. For a
 // read-only view or a nil lock it returns [ErrLockNotHeld].
 func (l *Lock) Err() error {
-	if l == nil || !l.owned {
+	if l == nil || l.kind != heldLock {
 		return ErrLockNotHeld
 	}
 	return l.endErr(time.Now())
@@ -393,7 +402,7 @@ var closedChan = func() chan struct{} {
 // the lock.
 func (l *Lock) end(lost *LockLostError) bool {
 	l.mu.Lock()
-	if !l.owned || l.reasonLocked() != nil {
+	if l.kind != heldLock || l.reasonLocked() != nil {
 		l.mu.Unlock()
 		return false
 	}
@@ -440,7 +449,7 @@ func (l *Lock) lostError(cause, err error) *LockLostError {
 
 // held reports whether the lock is held and still within its lease.
 func (l *Lock) held() bool {
-	return l.owned && l.endErr(time.Now()) == nil
+	return l.kind == heldLock && l.endErr(time.Now()) == nil
 }
 
 // takeWrites waits for this lock's write turn until ctx ends. The turn is

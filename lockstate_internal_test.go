@@ -14,40 +14,21 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 )
 
-// grantDB answers an acquiring UpdateItem with the item it would have
-// written, and acknowledges every other write.
-type grantDB struct {
-	benchNopDB
-	mu    sync.Mutex
-	token uint64
-}
-
-func (d *grantDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if in.ReturnValues != types.ReturnValueAllNew {
-		return &dynamodb.UpdateItemOutput{}, nil
-	}
-	d.mu.Lock()
-	d.token++
-	token := d.token
-	d.mu.Unlock()
-	v := in.ExpressionAttributeValues
-	return &dynamodb.UpdateItemOutput{Attributes: map[string]types.AttributeValue{
-		"key": in.Key["key"], attrOwnerName: v[":o"], attrLeaseDuration: v[":l"], attrRVN: v[":v"],
-		attrFencingToken: attrN(token),
-	}}, nil
-}
-
+// grantClient returns a client of a lock table in an in-memory DynamoDB
+// (dynamolocktest), closed at the end of the test.
 func grantClient(t *testing.T, opts ...ClientOption) *Client {
 	t.Helper()
-	c, err := New(&grantDB{}, "state_table", opts...)
+	c, err := New(dynamolocktest.New().Conn(), "state_table", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	if _, err := c.CreateTableWithContext(context.Background(), "state_table"); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 

@@ -81,7 +81,7 @@ func WithOwnerName(s string) ClientOption {
 // heartbeat. Default: [DefaultLeaseDuration] (20s). It must be at least
 // twice the heartbeat period.
 func WithLeaseDuration(d time.Duration) ClientOption {
-	return func(c *Client) { c.leaseDuration = d }
+	return func(c *Client) { c.leaseDuration, c.leaseSet = d, true }
 }
 
 // WithHeartbeatPeriod sets how often the client renews every lock it holds.
@@ -89,7 +89,7 @@ func WithLeaseDuration(d time.Duration) ClientOption {
 // (see [DisableHeartbeat]); otherwise it must be positive and at most half
 // the lease duration.
 func WithHeartbeatPeriod(d time.Duration) ClientOption {
-	return func(c *Client) { c.heartbeatPeriod = d }
+	return func(c *Client) { c.heartbeatPeriod, c.heartbeatSet = d, true }
 }
 
 // DisableHeartbeat turns background heartbeats off: locks must be renewed

@@ -32,7 +32,8 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // host's clock: such a lock's item is still released if it is still this
 // owner's); [ErrLockAlreadyReleased] when it was
 // released before; [ErrCannotReleaseNullLock] for a nil lock;
-// [ErrOwnerMismatched] for a lock of another owner.
+// [ErrOwnerMismatched] for a lock of another owner, and (itself, unwrapped,
+// as in v2) for a zero Lock.
 //
 // When DynamoDB rejected the release (throttling, validation) or ctx ended
 // before it was sent, the lock stays held and heartbeated, and the release
@@ -64,10 +65,12 @@ func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ..
 			return false, err
 		}
 	}
-	if !lock.owned && !lock.readOnly {
-		return false, ErrLockNotHeld // a zero Lock: nothing to release
+	if lock.kind == zeroLock {
+		// A zero Lock names no owner, so not this client's: v2's answer,
+		// which v2 code compares with ==.
+		return false, ErrOwnerMismatched
 	}
-	if lock.readOnly {
+	if lock.kind == lockView {
 		return c.forceRelease(ctx, lock, o)
 	}
 	return c.releaseLock(ctx, lock, o)

@@ -73,7 +73,7 @@ func (l *Lock) IsAlmostExpired() (bool, error) {
 		return false, ErrSessionMonitorNotSet
 	}
 	now := time.Now()
-	if !l.owned || l.endErr(now) != nil {
+	if l.kind != heldLock || l.endErr(now) != nil {
 		return false, ErrLockAlreadyReleased
 	}
 	l.mu.Lock()

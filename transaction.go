@@ -25,7 +25,7 @@ import (
 // returns a zero TransactWriteItem, which DynamoDB rejects, so the
 // transaction cannot commit.
 func (l *Lock) TransactionCondition() types.TransactWriteItem {
-	if l == nil || l.client == nil || l.readOnly {
+	if l == nil || l.client == nil || l.kind == lockView {
 		return types.TransactWriteItem{}
 	}
 	c := l.client
@@ -75,7 +75,7 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // call TransactionWithRefresh for each attempt. With background heartbeats
 // running, [Lock.TransactionCondition] alone is usually what you want.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
-	if l == nil || l.client == nil || l.readOnly || l.reader {
+	if l == nil || l.client == nil || l.kind == lockView || l.reader {
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 			return out, err
 		}

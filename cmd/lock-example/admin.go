@@ -58,16 +58,25 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		logf("%v", err)
 		return exitSetup
 	}
-	if sub == "list" && cfg.sortKey == "" {
+	if sub == "list" {
 		// Without the sort key's name, the locks of one partition key
-		// could not be told apart: ask the table for it.
+		// could not be told apart: ask the table for it. A --sort-key the
+		// table does not have would make every item look malformed.
 		name, err := tableSortKey(ctx, db, cfg.table)
 		if err != nil {
-			logf("%v", err)
+			logf("%s", explain(cfg, db, err))
 			return exitSetup
 		}
-		if name != "" {
+		given, _, _ := strings.Cut(cfg.sortKey, "=")
+		switch {
+		case cfg.sortKey == "" && name != "":
 			cfg.sortKey = name + "=" + anySortKey
+		case cfg.sortKey != "" && name == "":
+			logf("%v", &usageError{"--sort-key", fmt.Sprintf("%q", given), fmt.Sprintf("table %q has no sort key; list it without --sort-key", cfg.table)})
+			return exitSetup
+		case cfg.sortKey != "" && given != name:
+			logf("%v", &usageError{"--sort-key", fmt.Sprintf("%q", given), fmt.Sprintf("table %q has sort key %q, not %q", cfg.table, name, given)})
+			return exitSetup
 		}
 	}
 	client, err := cfg.newClientFor(db, stderr, dynamolock.DisableHeartbeat())
@@ -77,7 +86,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 	}
 	defer func() {
 		if err := client.Close(); err != nil {
-			logf("%v", err)
+			logf("%s", explain(cfg, db, err))
 		}
 	}()
 
@@ -85,7 +94,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 	case "create-table":
 		created, err := createTable(ctx, cfg, client)
 		if err != nil {
-			logf("%v", err)
+			logf("%s", explain(cfg, db, err))
 			return exitSetup
 		}
 		if created {
@@ -106,14 +115,14 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		o, err := watchLock(ctx, cfg, client, args[0])
 		switch {
 		case err != nil:
-			logf("%v", err)
+			logf("%s", explain(cfg, db, err))
 			return exitSetup
 		case o == nil:
 			logf("no lock %q in table %q", args[0], cfg.table)
 			return exitNoSuchKey
 		}
 		if err := printLock(stdout, o.lock, o, cfg.watch, cfg.json); err != nil {
-			logf("%v", err)
+			logf("%s", explain(cfg, db, err))
 			return exitSetup
 		}
 		return exitOK
@@ -121,7 +130,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 	view, err := client.GetWithContext(ctx, args[0])
 	switch {
 	case err != nil:
-		logf("%v", err)
+		logf("%s", explain(cfg, db, err))
 		return exitSetup
 	case view.OwnerName() == "":
 		logf("no lock %q in table %q", args[0], cfg.table)
@@ -141,7 +150,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		if errors.As(err, &ccf) {
 			logf("lock %q changed since it was read (renewed by a live owner, or taken): nothing released", args[0])
 		} else {
-			logf("%v", err)
+			logf("%s", explain(cfg, db, err))
 		}
 		return exitSetup
 	}
@@ -162,6 +171,62 @@ func tableSortKey(ctx context.Context, db *dynamodb.Client, table string) (strin
 		}
 	}
 	return "", nil
+}
+
+// explain returns err as lock-example reports it: a missing table is
+// named with the way to create it from the command line.
+func explain(cfg *config, db *dynamodb.Client, err error) string {
+	create := "lock-example create-table"
+	if cfg.table != defaultTable {
+		create = fmt.Sprintf("lock-example --table %s create-table", cfg.table)
+	}
+	var missing *types.ResourceNotFoundException
+	var schema *dynamolock.KeySchemaError
+	switch {
+	case errors.Is(err, dynamolock.ErrTableNotFound) || errors.As(err, &missing):
+		where := "in region " + db.Options().Region
+		if ep := aws.ToString(db.Options().BaseEndpoint); ep != "" {
+			where = "at " + ep
+		}
+		return fmt.Sprintf("table %q not found %s: create it with `%s`, or check --table, the endpoint and the region",
+			cfg.table, where, create)
+	case errors.As(err, &schema) && schema.Found != nil:
+		// The library's advice names its Go options; say it with flags.
+		var b strings.Builder
+		fmt.Fprintf(&b, "table %q is not keyed as lock-example expects: it uses %s; the table has %s",
+			cfg.table, keyNames(schema.Expected), keyNames(schema.Found))
+		typed := false
+		for _, k := range schema.Found {
+			if k.Type != "" && k.Type != types.ScalarAttributeTypeS {
+				typed = true
+				role := "partition key"
+				if k.KeyType == types.KeyTypeRange {
+					role = "sort key"
+				}
+				fmt.Fprintf(&b, "; the table's %s %q is of type %s, expected S", role, k.Name, k.Type)
+			}
+		}
+		if typed {
+			fmt.Fprintf(&b, "; lock keys are strings: use a table whose key attributes are of type S (`%s` makes one under another --table name)", create)
+		} else {
+			b.WriteString("; set --partition-key-name and --sort-key NAME=VALUE to match it, or use another --table")
+		}
+		return b.String()
+	}
+	return err.Error()
+}
+
+// keyNames describes a key schema, e.g. `partition key "key" (S) and no
+// sort key`.
+func keyNames(keys []dynamolock.KeyAttribute) string {
+	parts := make([]string, 0, 2)
+	for _, k := range keys {
+		parts = append(parts, k.String())
+	}
+	if len(keys) < 2 {
+		parts = append(parts, "no sort key")
+	}
+	return strings.Join(parts, " and ")
 }
 
 // ensureTable creates the table unless it exists.

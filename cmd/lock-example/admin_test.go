@@ -3,9 +3,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // TestInspection covers create-table, list, show and force-release.
@@ -107,5 +112,94 @@ func TestSortKey(t *testing.T) {
 	wantCode(t, p, exitOK)
 	if err := json.Unmarshal([]byte(p.stdout.String()), &locks); err != nil || len(locks) != 1 {
 		t.Errorf("list --sort-key scope=b: %v %s", err, p.stdout.String())
+	}
+}
+
+// TestMissingTableHint: a missing table is reported with the command that
+// creates it, not a Go function of the library (issue 22).
+func TestMissingTableHint(t *testing.T) {
+	t.Parallel()
+	table := tableName(t) // never created
+	for _, args := range [][]string{
+		flagsFor(table, "k", "true"),
+		flagsFor(table, "--wait-for-lock", "k", "true"),
+		{"--table", table, "list"},
+		{"--table", table, "show", "k"},
+		{"--table", table, "force-release", "--owner", "o", "k"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			p := runTool(t, args...)
+			wantCode(t, p, exitSetup)
+			s := p.stderr.String()
+			if !strings.Contains(s, "lock-example --table "+table+" create-table") || strings.Contains(s, "CreateTable") {
+				t.Errorf("stderr does not name `lock-example --table %s create-table` (or names a Go function):\n%s", table, s)
+			}
+		})
+	}
+}
+
+// TestListSortKeyTheTableLacks: list --sort-key NAME on a table without
+// that sort key is a usage error; before, every item was "skipped:
+// malformed lock item" and list exited 0 (issue 22).
+func TestListSortKeyTheTableLacks(t *testing.T) {
+	t.Parallel()
+	plain, sorted := tableName(t), tableName(t)
+	wantCode(t, runTool(t, "--table", plain, "create-table"), exitOK)
+	wantCode(t, runTool(t, "--table", sorted, "--sort-key", "scope", "create-table"), exitOK)
+	wantCode(t, runTool(t, flagsFor(plain, "k", "true")...), exitOK)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--table", plain, "--sort-key", "foo", "list"}, `--sort-key "foo": table "` + plain + `" has no sort key`},
+		{[]string{"--table", plain, "--sort-key", "foo=v", "list"}, `--sort-key "foo": table "` + plain + `" has no sort key`},
+		{[]string{"--table", sorted, "--sort-key", "foo", "list"}, `--sort-key "foo": table "` + sorted + `" has sort key "scope", not "foo"`},
+	} {
+		p := runTool(t, tc.args...)
+		wantCode(t, p, exitSetup)
+		if s := p.stderr.String(); !strings.Contains(s, tc.want) || strings.Contains(s, "malformed") {
+			t.Errorf("%v: stderr does not say %q:\n%s", tc.args, tc.want, s)
+		}
+	}
+}
+
+// TestKeySchemaHintNamesFlags: a table keyed otherwise is explained with
+// lock-example's flags, not the library's Go options.
+func TestKeySchemaHintNamesFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, attr, typ string
+		want            []string
+	}{
+		{"keyed on another attribute", "id", "S", []string{`the table has partition key "id" (S)`, "set --partition-key-name and --sort-key"}},
+		{"key of type N", "key", "N", []string{`the table's partition key "key" is of type N, expected S`, "create-table"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			table := tableName(t)
+			_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+				TableName:            aws.String(table),
+				BillingMode:          types.BillingModePayPerRequest,
+				KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(tc.attr), KeyType: types.KeyTypeHash}},
+				AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(tc.attr), AttributeType: types.ScalarAttributeType(tc.typ)}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{flagsFor(table, "k", "true"), {"--table", table, "show", "k"}} {
+				p := runTool(t, args...)
+				wantCode(t, p, exitSetup)
+				s := p.stderr.String()
+				for _, w := range tc.want {
+					if !strings.Contains(s, w) {
+						t.Errorf("%v: stderr does not say %q:\n%s", args, w, s)
+					}
+				}
+				if strings.Contains(s, "WithPartitionKeyName") {
+					t.Errorf("%v: stderr names a Go option:\n%s", args, s)
+				}
+			}
+		})
 	}
 }

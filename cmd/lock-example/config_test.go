@@ -25,6 +25,9 @@ func TestFlagErrors(t *testing.T) {
 		want string // in stderr
 	}{
 		{[]string{"--lease", "0", "k", "true"}, "--lease 0s: must be positive"},
+		{[]string{"--lease", "1ms", "k", "true"}, "--lease 1ms: too short for lock-example to keep"},
+		{[]string{"--lease", "999ms", "k", "true"}, "use --lease 1s or longer"},
+		{[]string{"--lease", "10s", "--heartbeat", "1ms", "k", "true"}, "--heartbeat 1ms: too short"},
 		{[]string{"--lease", "1s", "--heartbeat", "1s", "k", "true"}, "--heartbeat 1s: must be at most half of --lease 1s"},
 		{[]string{"--heartbeat", "-1s", "k", "true"}, "--heartbeat -1s: must be positive"},
 		{[]string{"--lease", "3s", "--kill-grace", "2s", "k", "true"}, "--kill-grace 2s: does not fit in --lease 3s"},

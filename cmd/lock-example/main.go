@@ -93,7 +93,9 @@ through show and list. When it fails (non-zero status, or killed by a
 signal), the lock is kept for one more lease, renewed, so that a failed job
 is not at once run again elsewhere, then released, and lock-example exits;
 SIGINT, SIGTERM, SIGHUP or SIGQUIT end that wait early. --release-on-error
-releases it at once.
+releases it at once. A command that ends after lock-example got one of
+those four signals (Ctrl-C) was asked to stop, not failed: once no process
+of its group is left, the lock is released at once.
 
 A held lock makes lock-example exit at once with 75, unless
 --wait-for-lock: then it waits until the lock is released, or taken over
@@ -157,6 +159,9 @@ Flags:
 // lock-example re-executes itself in (see guardian_unix.go).
 const roleEnv = "LOCK_EXAMPLE_INTERNAL_ROLE"
 
+// defaultTable is the table of --table.
+const defaultTable = "locks"
+
 var subcommands = []string{"create-table", "list", "show", "force-release"}
 
 // config holds the flags.
@@ -181,15 +186,15 @@ type config struct {
 func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("lock-example", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.table, "table", "locks", "DynamoDB table holding the locks")
+	fs.StringVar(&cfg.table, "table", defaultTable, "DynamoDB table holding the locks")
 	fs.StringVar(&cfg.partitionKey, "partition-key-name", dynamolock.DefaultPartitionKeyName, "partition key attribute of the table")
 	fs.StringVar(&cfg.sortKey, "sort-key", "", "NAME=VALUE: lock under sort key VALUE in attribute NAME (tables with a sort key);\nNAME alone for create-table and list")
 	fs.StringVar(&cfg.owner, "owner", "", "owner name written in the lock (default: host name and a random UUID);\nfor force-release, the owner the lock must have")
 	fs.StringVar(&cfg.data, "data", "", "data stored in the lock item, readable with show and list, also after release")
 	fs.BoolVar(&cfg.waitForLock, "wait-for-lock", false, "wait while the lock is held instead of exiting with 75")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "longest wait for the lock; implies --wait-for-lock (0: no limit)")
-	fs.DurationVar(&cfg.lease, "lease", dynamolock.DefaultLeaseDuration, "lease duration: how long the lock outlives its last heartbeat")
-	fs.DurationVar(&cfg.heartbeat, "heartbeat", 0, "heartbeat period, at most half the lease (0: a quarter of --lease)")
+	fs.DurationVar(&cfg.lease, "lease", dynamolock.DefaultLeaseDuration, "lease duration: how long the lock outlives its last heartbeat; at least 1s")
+	fs.DurationVar(&cfg.heartbeat, "heartbeat", 0, "heartbeat period, at least 100ms and at most half the lease (0: a quarter of --lease)")
 	fs.DurationVar(&cfg.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL when the command must stop (0: a quarter of --lease);\nless than --lease minus --heartbeat minus a fifth of --lease")
 	fs.BoolVar(&cfg.releaseOnError, "release-on-error", false, "release the lock at once also when the command fails (default: keep it, renewed, for one more lease)")
 	fs.BoolVar(&cfg.createTable, "create-table", false, "create the table first if it does not exist")
@@ -284,6 +289,14 @@ func (e *usageError) Error() string {
 	return fmt.Sprintf("%s %v: %s", e.flag, e.value, e.reason)
 }
 
+// minMargin is the least time lock-example relies on for a renewal's round
+// trip, and for the command's process group to die before the lease ends:
+// the margin (a tenth of the lease) and the heartbeat period must be at
+// least this long, so the lease at least ten times it. With less, the
+// lease is one lock-example cannot keep (it would stop the command with
+// 76 once renewals could not come in time).
+const minMargin = 100 * time.Millisecond
+
 // timings are the lease arithmetic of a run, derived from the flags.
 type timings struct {
 	lease     time.Duration // --lease
@@ -306,12 +319,21 @@ func (c *config) timings() (timings, error) {
 	if t.lease <= 0 {
 		return t, &usageError{"--lease", t.lease, "must be positive"}
 	}
+	if t.lease/10 < minMargin {
+		return t, &usageError{"--lease", t.lease, fmt.Sprintf(
+			"too short for lock-example to keep: the command must be dead a tenth of the lease (%s) before the lease ends, "+
+				"and killing its process group, a scheduler delay and a renewal's round trip need at least %s; use --lease %s or longer",
+			t.lease/10, minMargin, 10*minMargin)}
+	}
 	if t.heartbeat == 0 {
 		t.heartbeat = t.lease / 4
 	}
 	switch {
 	case t.heartbeat <= 0:
 		return t, &usageError{"--heartbeat", t.heartbeat, "must be positive"}
+	case t.heartbeat < minMargin:
+		return t, &usageError{"--heartbeat", t.heartbeat, fmt.Sprintf(
+			"too short: each renewal must be answered within one heartbeat period; use --heartbeat %s or longer", minMargin)}
 	case t.heartbeat > t.lease/2:
 		return t, &usageError{"--heartbeat", t.heartbeat, fmt.Sprintf("must be at most half of --lease %s", t.lease)}
 	case c.timeout < 0:

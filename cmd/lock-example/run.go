@@ -168,7 +168,7 @@ wait:
 		defer cancel()
 		view, err := r.client.GetWithContext(ctx, r.name)
 		if err != nil {
-			r.logf("lock %q not acquired within --timeout %s: %v", r.name, r.cfg.timeout, err)
+			r.logf("lock %q not acquired within --timeout %s: %s", r.name, r.cfg.timeout, explain(r.cfg, r.db, err))
 			return nil, exitSetup
 		}
 		r.logf("lock %q not acquired within --timeout %s: held by %q", r.name, r.cfg.timeout, view.OwnerName())
@@ -180,7 +180,7 @@ wait:
 		r.logf("lock %q is busy: %v", r.name, a.err)
 		return nil, exitBusy
 	case a.err != nil:
-		r.logf("%v", a.err)
+		r.logf("%s", explain(r.cfg, r.db, a.err))
 		return nil, exitSetup
 	}
 	return a.lock, exitOK
@@ -230,6 +230,10 @@ type outcome struct {
 	lost     bool // the lock was lost or not renewed in time: the command was stopped
 	notRun   bool // the command could not be started; code says why
 	leftover bool // processes of the command's group outlived SIGKILL
+	// interrupted is the last signal that ends a hold (SIGINT, SIGTERM,
+	// SIGHUP, SIGQUIT) lock-example received while the job ran: the job
+	// ended because someone asked it to, not as a failure to hold against.
+	interrupted os.Signal
 }
 
 // commandEnv is the command's environment.
@@ -279,6 +283,9 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 	case o.leftover:
 		r.logf("keeping lock %q for one lease (%s), renewed, before releasing it", r.name, r.t.lease)
 		r.hold(k)
+	case o.interrupted != nil:
+		r.logf("the command ended after %v (status %d) and no process of its group is left: releasing lock %q now",
+			o.interrupted, o.code, r.name)
 	case o.code != 0 && !r.cfg.releaseOnError:
 		r.logf("the command failed (status %d): keeping lock %q for one lease (%s), renewed, before releasing it (--release-on-error releases it at once)",
 			o.code, r.name, r.t.lease)

@@ -236,6 +236,53 @@ while :; do sleep 0.05; done`
 	}
 }
 
+// TestInterruptedJobReleasesAtOnce: a job ended by SIGINT or SIGTERM sent to
+// lock-example (Ctrl-C) is not a failure to hold the lock against: once no
+// process of its group is left, the lock is released at once and the
+// message says so. Before, it was kept one more lease (issue 22). A child
+// the job leaves behind keeps the lock until it is gone.
+func TestInterruptedJobReleasesAtOnce(t *testing.T) {
+	t.Parallel()
+	table := newTable(t)
+	const lease = 4 * time.Second
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			key := "interrupted-" + strconv.Itoa(int(sig))
+			dir := t.TempDir()
+			killOnCleanup(t, filepath.Join(dir, "bg"))
+			// On the signal the job leaves a child in its group, which
+			// ignores SIGTERM: it dies by SIGKILL after --kill-grace.
+			job := `trap '(trap "" TERM; sleep 300) & echo $! >"$D/bg"; exit 3' INT TERM
+echo ready >"$D/ready"
+while :; do sleep 0.05; done`
+			p := startTool(t, "--table", table, "--lease", lease.String(), "--heartbeat", "500ms", "--kill-grace", "500ms",
+				key, "sh", "-c", "D="+dir+"\n"+job)
+			waitFor(t, 10*time.Second, "the job to start", fileHas(filepath.Join(dir, "ready"), "ready"))
+			sent := time.Now()
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			p.wait(t)
+			took := time.Since(sent)
+			wantCode(t, p, 3)
+			if bg := readPID(t, filepath.Join(dir, "bg")); !gone(bg) {
+				t.Errorf("the job's child %d outlived lock-example", bg)
+			}
+			if took >= lease {
+				t.Errorf("lock-example exited %s after the signal: the lock was kept for a lease", took)
+			}
+			if s := p.stderr.String(); !strings.Contains(s, "no process of its group is left: releasing lock") ||
+				strings.Contains(s, "keeping lock") {
+				t.Errorf("stderr does not say the lock is released at once:\n%s", s)
+			}
+			if l := show(t, table, key); !l.Released {
+				t.Errorf("lock not released: %+v", l)
+			}
+		})
+	}
+}
+
 // TestRelease checks what is left in the table after a run.
 func TestRelease(t *testing.T) {
 	t.Parallel()

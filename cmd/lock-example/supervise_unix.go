@@ -119,6 +119,9 @@ func (r *runner) superviseJob(k *keeper) outcome {
 			if !exited {
 				j.signal(s) // SIGTSTP and SIGTTIN too: the job's stop is handled when it is reported
 			}
+			if endsHold(s) {
+				o.interrupted = s // also while leftover processes are being stopped
+			}
 		case <-k.changed:
 			if _, lost := k.state(); lost != nil && !o.lost {
 				o.lost = true

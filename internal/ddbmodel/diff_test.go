@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
 	"github.com/arielsrv/dynamolock/v2/internal/ddbmodel"
 )
@@ -55,10 +56,14 @@ func TestMain(m *testing.M) {
 
 // tee sends every request to the model and to DynamoDB Local, one request
 // at a time so that both see the same order, compares the answers, and
-// returns DynamoDB Local's.
+// returns DynamoDB Local's. It reaches the model through a connection of
+// the public package dynamolocktest, so that what that package gives
+// users (the model, the SDK's error wrapping, [dynamolocktest.DB.Items])
+// is what is compared.
 type tee struct {
 	t     testing.TB
-	model *ddbmodel.Model
+	db    *dynamolocktest.DB
+	model *dynamolocktest.Conn
 	local *dynamodb.Client
 
 	mu       sync.Mutex
@@ -325,12 +330,21 @@ func (d *tee) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dynamod
 	return call(d, "Scan", in, d.model.Scan, d.local.Scan)
 }
 
+func (d *tee) UpdateTimeToLive(_ context.Context, in *dynamodb.UpdateTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	return call(d, "UpdateTimeToLive", in, d.model.UpdateTimeToLive, d.local.UpdateTimeToLive)
+}
+
+func (d *tee) DescribeTimeToLive(_ context.Context, in *dynamodb.DescribeTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error) {
+	return call(d, "DescribeTimeToLive", in, d.model.DescribeTimeToLive, d.local.DescribeTimeToLive)
+}
+
 func newTee(t *testing.T) *tee {
 	local, err := ddblocal.NewClient(context.Background(), endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tee{t: t, model: ddbmodel.New(), local: local, calls: map[string]int{}}
+	db := dynamolocktest.New()
+	return &tee{t: t, db: db, model: db.Conn(), local: local, calls: map[string]int{}}
 }
 
 func (d *tee) check(t *testing.T) {
@@ -363,7 +377,7 @@ func (d *tee) compareTables(t *testing.T, names ...string) {
 			}
 			in.ExclusiveStartKey = out.LastEvaluatedKey
 		}
-		model := d.model.Items(name)
+		model := d.db.Items(name)
 		if !sameItems(sorted(model), sorted(local)) {
 			t.Errorf("table %s differs at the end:\n  model %s\n  local %s", name, showAll(sorted(model)), showAll(sorted(local)))
 		}
@@ -404,7 +418,7 @@ func TestDifferential(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mustOK(admin.CreateTableWithContext(ctx, plain))
+	mustOK(admin.CreateTableWithContext(ctx, plain, dynamolock.WithTimeToLive("ttl")))
 	mustOK(admin.CreateTableWithContext(ctx, sorted_, dynamolock.WithSortKeyName(attrSK)))
 	mustOK(admin.CreateTableWithContext(ctx, guarded))
 	// Creating it again is an error in both.
@@ -419,6 +433,7 @@ func TestDifferential(t *testing.T) {
 	}
 
 	invalidRequests(ctx, d, plain, sorted_)
+	timeToLive(ctx, d, plain, sorted_)
 	fairShapes(ctx, d, plain)
 
 	deadline := time.Now().Add(*diffBudget)
@@ -687,4 +702,41 @@ func invalidRequests(ctx context.Context, d *tee, plain, sorted string) {
 			ExpressionAttributeValues: map[string]types.AttributeValue{":z": &types.AttributeValueMemberN{Value: "0"}, ":v": &types.AttributeValueMemberN{Value: v}},
 			ReturnValues:              types.ReturnValueAllNew})
 	}
+}
+
+// timeToLive changes and reads the TTL setting of two tables, plain's
+// enabled on "ttl" when it was created: every way an UpdateTimeToLive can
+// fail, and the settings it leaves.
+func timeToLive(ctx context.Context, d *tee, plain, sorted string) {
+	update := func(table, attr string, on bool) {
+		_, _ = d.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(table),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attr), Enabled: aws.Bool(on)}})
+	}
+	describe := func(table string) {
+		m, mErr := d.model.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+		l, lErr := d.local.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+		ttl := func(o *dynamodb.DescribeTimeToLiveOutput, err error) string {
+			if err != nil {
+				return errClass(err) + ": " + errMessage(err)
+			}
+			return fmt.Sprintf("%s %s", o.TimeToLiveDescription.TimeToLiveStatus, aws.ToString(o.TimeToLiveDescription.AttributeName))
+		}
+		if mt, lt := ttl(m, mErr), ttl(l, lErr); mt != lt {
+			d.mu.Lock()
+			d.mismatch = append(d.mismatch, fmt.Sprintf("DescribeTimeToLive %s: model %q, DynamoDB Local %q", table, mt, lt))
+			d.mu.Unlock()
+		}
+	}
+	describe(plain)
+	describe(sorted)
+	describe("no_such_table_x")
+	update(plain, "ttl", true)    // already enabled
+	update(plain, "other", true)  // enabled on another attribute
+	update(plain, "other", false) // disabling another attribute
+	update(sorted, "ttl", false)  // already disabled
+	update("no_such_table_x", "ttl", true)
+	update(sorted, "expires", true)
+	describe(sorted)
+	update(sorted, "expires", false)
+	describe(sorted)
 }

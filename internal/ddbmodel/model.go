@@ -1,18 +1,21 @@
 // Package ddbmodel is an in-memory, linearizable model of the part of
 // Amazon DynamoDB that the lock library uses: CreateTable, DescribeTable,
-// GetItem, PutItem, UpdateItem, DeleteItem, TransactWriteItems, Query and
-// Scan, with the condition and update expressions the library sends. Every
-// request takes effect at one instant, under one mutex, and a hook sees
-// each one (with the items before and after) while that mutex is held, so a
-// checker can compare the model with what clients believe at that instant.
+// GetItem, PutItem, UpdateItem, DeleteItem, TransactWriteItems, Query,
+// Scan, UpdateTimeToLive and DescribeTimeToLive, with the condition and
+// update expressions the library sends. Every request takes effect at one
+// instant, under one mutex, and a hook sees each one (with the items before
+// and after) while that mutex is held, so a checker can compare the model
+// with what clients believe at that instant.
 //
-// It is a test double for the deterministic simulation (internal/sim) and
-// is checked against DynamoDB Local by a differential test in this package.
+// It is the test double of the deterministic simulation (internal/sim) and
+// of the public package dynamolocktest, and is checked against DynamoDB
+// Local by a differential test in this package.
 // Attribute paths may name members of maps (#q.#w: the fair mode's queue),
 // in conditions (attribute_exists, attribute_not_exists, size, comparisons)
 // and updates (SET, REMOVE, ADD, if_not_exists); list elements ([n]) are not
 // modelled. It does not model capacity, item-size accounting beyond the
-// 400 KB limit, TTL deletion, secondary indexes or streams.
+// 400 KB limit, TTL deletion (the TTL setting is kept and described; no
+// item is deleted for it), secondary indexes or streams.
 package ddbmodel
 
 import (
@@ -70,6 +73,7 @@ type table struct {
 	items    map[string]Item
 	keySchem []types.KeySchemaElement
 	attrDefs []types.AttributeDefinition
+	ttl      string // the TTL attribute; "" while TTL is disabled
 }
 
 // New returns an empty model.

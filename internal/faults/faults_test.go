@@ -3,18 +3,23 @@ package faults_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"go.uber.org/goleak"
 
 	"github.com/arielsrv/dynamolock/v2/internal/faults"
@@ -137,4 +142,70 @@ func TestServiceErrorsRate(t *testing.T) {
 	if se.Injected() != uint64(failed) {
 		t.Fatalf("Injected %d, %d calls failed", se.Injected(), failed)
 	}
+}
+
+// shape describes what callers can learn from an SDK error: the wrapper
+// types it carries and what it matches.
+func shape(err error) string {
+	var oe *smithy.OperationError
+	var re *awshttp.ResponseError
+	var se *smithyhttp.RequestSendError
+	var op *net.OpError
+	var ae smithy.APIError
+	s := fmt.Sprintf("operation=%v response=%v send=%v status=%d refused=%v reset=%v",
+		errors.As(err, &oe), errors.As(err, &re), errors.As(err, &se), httpStatus(err),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET))
+	if errors.As(err, &op) {
+		s += " netop=" + op.Op
+	}
+	if errors.As(err, &ae) {
+		s += fmt.Sprintf(" code=%s fault=%v", ae.ErrorCode(), ae.ErrorFault())
+	}
+	return s
+}
+
+// The errors made without HTTP look like the SDK's for the same failure:
+// RefusedConnection like a call to a port nobody listens on, ServiceError
+// like the response ServiceErrors injects.
+func TestErrorsLookLikeTheSDKs(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	_ = l.Close()
+	sdkErr := getItem(context.Background(), client(closed, faults.Timeouts(time.Second, 1, time.Millisecond)))
+	if got, want := shape(faults.RefusedConnection("GetItem", "")), shape(sdkErr); got != want {
+		t.Errorf("RefusedConnection: %s\nthe SDK's error (%v): %s", got, sdkErr, want)
+	}
+	srv, _ := fakeDynamoDB(t)
+	for _, k := range []faults.Kind{faults.Throttle, faults.ProvisionedThroughputExceeded, faults.InternalServerError, faults.ServiceUnavailable} {
+		se := &faults.ServiceErrors{Rate: 1, Kinds: []faults.Kind{k}}
+		sdkErr := getItem(context.Background(), client(srv.URL, faults.Inject(se), faults.Timeouts(time.Second, 1, time.Millisecond)))
+		if got, want := shape(faults.ServiceError("GetItem", k)), shape(sdkErr); got != want {
+			t.Errorf("ServiceError(%s): %s\nthe SDK's error (%v): %s", k, got, sdkErr, want)
+		}
+		if got, want := typed(faults.ServiceError("GetItem", k)), typed(sdkErr); got != want {
+			t.Errorf("ServiceError(%s): typed error %s, the SDK's %s", k, got, want)
+		}
+	}
+}
+
+// typed names the SDK's typed error in err.
+func typed(err error) string {
+	var te *types.ThrottlingException
+	var pe *types.ProvisionedThroughputExceededException
+	var ie *types.InternalServerError
+	var ge *smithy.GenericAPIError
+	switch {
+	case errors.As(err, &te):
+		return "ThrottlingException"
+	case errors.As(err, &pe):
+		return "ProvisionedThroughputExceededException"
+	case errors.As(err, &ie):
+		return "InternalServerError"
+	case errors.As(err, &ge):
+		return "GenericAPIError " + ge.Code
+	}
+	return fmt.Sprintf("%T", err)
 }

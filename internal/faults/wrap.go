@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"sync"
 	"syscall"
 	"time"
 
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // API is the part of the DynamoDB API that dynamolock's DynamoDBClient
@@ -148,15 +144,7 @@ func apply[In, Out any](c *Client, ctx context.Context, op string, in In, send f
 // *awshttp.ResponseError (HTTP status 0) around a
 // *smithyhttp.RequestSendError. It matches syscall.ECONNRESET.
 func LostConnection(op string) error {
-	conn := &url.Error{Op: "Post", URL: "http://dynamodb.faults.invalid/", Err: &net.OpError{
-		Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET),
-	}}
-	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op, Err: &awshttp.ResponseError{
-		ResponseError: &smithyhttp.ResponseError{
-			Response: &smithyhttp.Response{Response: &http.Response{Header: http.Header{}, Body: http.NoBody}},
-			Err:      &smithyhttp.RequestSendError{Err: conn},
-		},
-	}}
+	return sendError(op, "", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)})
 }
 
 // Sleep returns a Before step that holds the request for d, or until the

@@ -33,7 +33,8 @@ func TestWrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := "wrap"
+	// A fresh name: a DynamoDB Local kept running between runs has the last one.
+	table := "wrap_" + strconv.FormatUint(uint64(time.Now().UnixNano()), 36)
 	_, err = db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("key"), AttributeType: types.ScalarAttributeTypeS}},

@@ -414,7 +414,7 @@ func (w *world) actor(slot int, r *rand.Rand, deadline time.Time) {
 		cl := w.client(slot)
 		key := w.keys[r.IntN(len(w.keys))]
 		n := r.IntN(100)
-		if avoid("recipes") && n >= 75 && n < 90 {
+		if avoid("recipes") && n >= 70 && n < 90 {
 			n = 0
 		}
 		switch {

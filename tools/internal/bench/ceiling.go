@@ -11,8 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/arielsrv/dynamolock/v2/internal/uuid"
+	"github.com/gofrs/uuid/v5"
 )
 
 // CeilingResult is the backend's own ceiling: raw conditional writes per
@@ -109,7 +108,7 @@ func heartbeatLikeWrite(table, key, owner string) *dynamodb.UpdateItemInput {
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":o": &types.AttributeValueMemberS{Value: owner},
 			":l": &types.AttributeValueMemberS{Value: "3s"},
-			":v": &types.AttributeValueMemberS{Value: uuid.New()},
+			":v": &types.AttributeValueMemberS{Value: uuid.Must(uuid.NewV4()).String()},
 		},
 	}
 }

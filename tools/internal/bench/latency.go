@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/gofrs/uuid/v5"
 
 	"github.com/arielsrv/dynamolock/v2"
-	"github.com/arielsrv/dynamolock/v2/internal/uuid"
 )
 
 // OpLatency is the latency sample of one operation.
@@ -168,7 +168,7 @@ func rawWrite(table, key, owner string) *dynamodb.UpdateItemInput {
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":o": &types.AttributeValueMemberS{Value: owner},
 			":l": &types.AttributeValueMemberS{Value: "20s"},
-			":v": &types.AttributeValueMemberS{Value: uuid.New()},
+			":v": &types.AttributeValueMemberS{Value: uuid.Must(uuid.NewV4()).String()},
 		},
 	}
 }

@@ -1,0 +1,110 @@
+// Package dynamolocktest is an in-memory DynamoDB for testing code that
+// uses dynamolock: a leader loop that must step down, a worker that must
+// fence its writes, a job that must stop when its lock is lost. It needs no
+// DynamoDB, no Docker and no JVM, and inside a testing/synctest bubble a
+// lease of a minute runs out in microseconds of wall time.
+//
+// # Getting started
+//
+// [New] makes an empty [DB]; [DB.Conn] makes one host's connection to it,
+// a [*Conn] that the lock library takes in place of a *dynamodb.Client:
+//
+//	db := dynamolocktest.New()
+//	c, err := dynamolock.New(db.Conn(), "locks")
+//	...
+//	_, err = c.CreateTableIfNotExistsWithContext(ctx, "locks")
+//
+// Everything of the library works on it: acquisition, heartbeats and
+// release, Client.Do, elections, semaphores, multi-key acquisition,
+// listings, fencing tokens, and guarded writes (Lock.TransactionCondition
+// in your own TransactWriteItems, sent through a Conn). Your own tables live in the same DB: create them
+// with CreateTable through any Conn.
+//
+// # Faults
+//
+// Each Conn has its own faults, so that a test can cut one host off while
+// the others go on:
+//
+//   - [Conn.Partition] / [Conn.Heal]: every request fails as when
+//     DynamoDB's endpoint is unreachable.
+//   - [Conn.LoseAnswers]: the next writes land, their answers are lost.
+//   - [Conn.Throttle]: the next requests are throttled, not applied.
+//   - [Conn.Delay]: every request waits before it reaches the DB.
+//
+// Each fails a request with the error the AWS SDK returns for the same
+// failure, so the lock library (and your code) handles it as it would in
+// production: a partitioned host's lock is lost when its lease runs out
+// (Done closes), and another host takes it over with a higher fencing
+// token.
+//
+// # Assertions
+//
+// [DB.Items] returns a table's items as the SDK's attribute values;
+// [Conn.Calls] counts the requests one connection made, per operation.
+//
+// # Virtual time
+//
+// Neither DB nor Conn starts a goroutine or a timer of its own, so inside
+// a testing/synctest bubble the only clocks are the library's and your
+// code's, and they run in virtual time: when every goroutine of the bubble
+// waits on a timer, time jumps to the next one. This failover test waits
+// two minutes of lease time (the leader's lease runs out, then the
+// standby watches the item for a lease before it takes over) and takes
+// milliseconds of wall time:
+//
+//	func TestFailover(t *testing.T) {
+//		synctest.Test(t, func(t *testing.T) {
+//			ctx := context.Background()
+//			db := dynamolocktest.New()
+//			hostA, hostB := db.Conn(), db.Conn()
+//			opts := []dynamolock.ClientOption{
+//				dynamolock.WithLeaseDuration(time.Minute),
+//				dynamolock.WithHeartbeatPeriod(10 * time.Second),
+//			}
+//			a, _ := dynamolock.New(hostA, "locks", opts...)
+//			defer a.Close()
+//			b, _ := dynamolock.New(hostB, "locks", opts...)
+//			defer b.Close()
+//			if _, err := a.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+//				t.Fatal(err)
+//			}
+//			leader, err := a.NewElection("leader").Campaign(ctx, nil)
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//
+//			hostA.Partition()
+//			<-leader.Done() // its lease runs out: a steps down
+//			next, err := b.NewElection("leader").Campaign(ctx, nil)
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			if next.FencingToken() <= leader.FencingToken() {
+//				t.Fatal("the new leader's fencing token is not higher")
+//			}
+//		})
+//	}
+//
+// Everything the test starts inside the bubble must end inside it: close
+// every client (Close stops its goroutines) before the bubble's function
+// returns. A DB may be made outside a bubble and used inside one.
+// Outside a bubble the package is an ordinary fake: leases take real time,
+// so use short ones.
+//
+// # What it models, and what it does not
+//
+// The DB is the model of DynamoDB that the lock library's own simulation
+// runs on (internal/ddbmodel in this module): every request takes effect
+// at one instant, in one order, as DynamoDB's strongly consistent reads and
+// conditional writes do in one Region. It implements exactly the requests
+// and expressions the library sends (CreateTable, DescribeTable, GetItem,
+// PutItem, UpdateItem, DeleteItem, TransactWriteItems, Query, Scan,
+// UpdateTimeToLive, DescribeTimeToLive), and is checked, request by
+// request, against Amazon DynamoDB Local by a differential test in the
+// library's test suite. A request shape it does not implement (a list
+// element in an expression, a secondary index) fails with a
+// ValidationException whose message starts "ddbmodel: unsupported", never
+// with a success. It does not model capacity,
+// throttling other than [Conn.Throttle], TTL deletion, DeleteTable,
+// secondary indexes, streams, or global tables.
+package dynamolocktest
