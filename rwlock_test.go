@@ -358,3 +358,38 @@ func TestRWLockWriterNotStarvedByCyclingReaders(t *testing.T) {
 	stop()
 	wg.Wait()
 }
+
+// Close releases the client's readers (their entries leave the item), and a
+// reader's TransactionCondition commits only while its entry is there.
+func TestRWLockCloseAndTransactionCondition(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx := context.Background()
+	c := newClient(t, db, table, dynamolock.WithLeaseDuration(time.Second), dynamolock.DisableHeartbeat())
+	rw := newRW(t, c, "k")
+	r, err := rw.RLock(ctx)
+	require.NoError(t, err)
+	_, err = rw.RLock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, guardedPut(ctx, db, table, r, "k", 1), "the reader's entry is there: the transaction commits")
+	require.Len(t, readersOf(t, table, "k"), 2)
+
+	// A writer drops the reader once it stopped renewing for its lease; the
+	// reader's guarded write then fails.
+	other := newClient(t, db, table, rwOpts...)
+	w, err := newRW(t, other, "k").Lock(ctx, rwFast)
+	require.NoError(t, err)
+	var tce *types.TransactionCanceledException
+	require.ErrorAs(t, guardedPut(ctx, db, table, r, "k", 2), &tce, "the entry is gone: the transaction is cancelled")
+	require.NoError(t, w.Close())
+
+	c2 := newClient(t, db, table, rwOpts...)
+	rw2 := newRW(t, c2, "k")
+	for range 3 {
+		_, err := rw2.RLock(ctx)
+		require.NoError(t, err)
+	}
+	require.Len(t, readersOf(t, table, "k"), 3)
+	require.NoError(t, c2.Close())
+	require.Empty(t, readersOf(t, table, "k"), "Close released every reader")
+}

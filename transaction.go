@@ -38,7 +38,7 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 		Key:                                 l.itemKey(),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.values,
+		ExpressionAttributeValues:           b.valuesOrNil(), // a reader's condition has none
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 }
