@@ -182,7 +182,11 @@ type rwDecision struct {
 	// answer that came late (showing an older beat) never drops a waiter
 	// that has renewed since.
 	removeBeats []string
-	adopt       string // for rwAdopt: the beat (reader) or RVN (writer) of the attempt
+	// mineAt is 1 + the index of this waiter's own entry in removeQueue
+	// (0: none): the write requires it still there, since the place it
+	// decided from is gone once others dropped the entry as dead.
+	mineAt int
+	adopt  string // for rwAdopt: the beat (reader) or RVN (writer) of the attempt
 }
 
 // rwInput is everything the decision looks at.
@@ -276,6 +280,7 @@ func rwDecide(in rwInput) rwDecision {
 		if w.id == in.id {
 			d.removeQueue = append(d.removeQueue, w.id)
 			d.removeBeats = append(d.removeBeats, "")
+			d.mineAt = len(d.removeQueue)
 			continue
 		}
 		if w.bad || !live(in.seen.queue[w.id].at, w.lease) {

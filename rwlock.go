@@ -523,10 +523,14 @@ func (a *rwAcquisition) writerGrant(d rwDecision, v *rwView, rvn string, sent ti
 }
 
 // queueBeatConds requires every waiter d drops as dead to carry the beat it
-// was judged dead with. The queue and the entries are named #q and #w<i>,
+// was judged dead with, and this waiter's own entry, if it decided from its
+// place in the queue, to be still there. The queue and the entries are named #q and #w<i>,
 // as the REMOVE clause names them.
 func queueBeatConds(b *exprBuilder, d rwDecision) string {
 	cond := ""
+	if d.mineAt > 0 {
+		cond += " AND attribute_exists(#q.#w" + strconv.Itoa(d.mineAt-1) + ")"
+	}
 	for i, beat := range d.removeBeats {
 		if beat != "" {
 			n := strconv.Itoa(i)

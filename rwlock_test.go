@@ -74,6 +74,29 @@ func TestRWLockBadInput(t *testing.T) {
 	require.Zero(t, cc.total(), "bad input makes no DynamoDB call")
 }
 
+// A reader's heartbeat and release cannot carry data (the item's data is
+// the writer's): typed bad input, before any call.
+func TestRWLockReaderDataIsBadInput(t *testing.T) {
+	table := newTable(t, "")
+	db, cc := newDB(t)
+	c := newClient(t, db, table, dynamolock.WithLeaseDuration(rwLease), dynamolock.DisableHeartbeat())
+	r, err := newRW(t, c, "k").RLock(context.Background())
+	require.NoError(t, err)
+	cc.reset()
+	var iae *dynamolock.InvalidArgumentError
+	require.ErrorAs(t, c.SendHeartbeat(r, dynamolock.ReplaceHeartbeatData([]byte("x"))), &iae)
+	require.Equal(t, "ReplaceHeartbeatData", iae.Name)
+	require.ErrorAs(t, c.SendHeartbeat(r, dynamolock.DeleteData()), &iae)
+	_, err = c.ReleaseLock(r, dynamolock.WithDataAfterRelease([]byte("x")))
+	require.ErrorAs(t, err, &iae)
+	require.Equal(t, "WithDataAfterRelease", iae.Name)
+	_, err = c.ReleaseLock(r, dynamolock.WithDeleteLock(true))
+	require.ErrorAs(t, err, &iae)
+	require.Zero(t, cc.total(), "bad input makes no DynamoDB call")
+	require.NoError(t, r.Err(), "still held")
+	require.NoError(t, r.Close())
+}
+
 // Readers share the lock; a writer waits for them; readers that come while
 // the writer waits wait behind it; the writer's token is above every token
 // before it.
