@@ -372,6 +372,12 @@ func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, e
 	if l := c.heldLock(registryKey(key, sk)); l != nil {
 		return l, nil
 	}
+	return c.readLock(ctx, key, sk)
+}
+
+// readLock reads the item of (key, sk) with one consistent GetItem, as a
+// read-only lock, whether or not this client holds it.
+func (c *Client) readLock(ctx context.Context, key string, sk *string) (*Lock, error) {
 	item, err := c.getItem(ctx, c.itemKeyOf(key, sk))
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: get %q: %w", key, err)

@@ -140,8 +140,8 @@ func (c *Client) waitActive(ctx context.Context, tableName string) error {
 		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
 			return nil
 		}
-		if !sleepCtx(ctx, wait) {
-			return fmt.Errorf("dynamolock: wait for table %q to become ACTIVE: %w", tableName, ctx.Err())
+		if err := c.sleep(ctx, wait, nil); err != nil {
+			return fmt.Errorf("dynamolock: wait for table %q to become ACTIVE: %w", tableName, err)
 		}
 	}
 }

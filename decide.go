@@ -57,6 +57,9 @@ type decideInput struct {
 	// inFlightHere: the item's RVN is being written by another acquisition
 	// of this client, whose answer has not come yet: not ours to take.
 	inFlightHere bool
+	// handsChanged is how many times the key changed hands while this
+	// call waited (for the timeout's message).
+	handsChanged int
 }
 
 // decide is the acquisition's one decision: from what is known of the item
@@ -102,8 +105,12 @@ func decide(in decideInput) decision {
 	case in.o.failIfLocked:
 		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: rec.lease, ownOwner: rec.owner == in.owner}, "FailIfLocked")}
 	case !in.now.Before(in.deadline):
-		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: in.now.Sub(in.start)},
-			"key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner))}
+		te := &TimeoutError{Age: in.now.Sub(in.start)}
+		if in.handsChanged > 0 {
+			return decision{step: stepFail, err: notGranted(te, "key %q changed hands %d times while this call waited; held by owner %q at the end%s",
+				in.key, in.handsChanged, rec.owner, heldByUs(rec.owner, in.owner))}
+		}
+		return decision{step: stepFail, err: notGranted(te, "key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner))}
 	}
 	// Poll once a refresh period, but wake exactly when the item could
 	// become stale or the wait ends.

@@ -24,6 +24,7 @@ func TestDecide(t *testing.T) {
 		o        *acquireLockOptions
 		attempts map[string]attempt
 		clock    time.Time // stored expiry + bound, when set
+		hands    int       // times the key changed hands during the wait
 		want     decision
 		wantErr  string // substring of the error of a stepFail
 	}{
@@ -60,6 +61,12 @@ func TestDecide(t *testing.T) {
 		{name: "live holder past the deadline: time out", v: holder("other", "r1"), now: t0.Add(5 * time.Second),
 			o:    &acquireLockOptions{refreshPeriod: time.Second},
 			want: decision{step: stepFail}, wantErr: "gave up after waiting"},
+		{name: "live holder past the deadline, one holder throughout: stayed held", v: holder("other", "r1"), now: t0.Add(5 * time.Second),
+			o:    &acquireLockOptions{refreshPeriod: time.Second},
+			want: decision{step: stepFail}, wantErr: `stayed held by owner "other"`},
+		{name: "live holder past the deadline, after changes of hands: says how many", v: holder("other", "r1"), now: t0.Add(5 * time.Second),
+			o: &acquireLockOptions{refreshPeriod: time.Second}, hands: 3,
+			want: decision{step: stepFail}, wantErr: `changed hands 3 times while this call waited; held by owner "other" at the end`},
 		{name: "live holder: poll after a refresh period less jitter", v: holder("other", "r1"), now: t0,
 			want: decision{step: stepRead, at: t0.Add(900 * time.Millisecond)}},
 		{name: "live holder about to be stale: wake when it is", v: holder("other", "r1"), now: t0.Add(lease - 200*time.Millisecond),
@@ -79,7 +86,7 @@ func TestDecide(t *testing.T) {
 			}
 			in := decideInput{view: tc.v, now: tc.now, start: t0, key: "k", owner: "me", attempts: tc.attempts, o: o,
 				deadline: t0.Add(o.additionalTimeToWait + 2*time.Second), jitter: 100 * time.Millisecond,
-				staleByClock: tc.clock, hasClockExpiry: !tc.clock.IsZero()}
+				staleByClock: tc.clock, hasClockExpiry: !tc.clock.IsZero(), handsChanged: tc.hands}
 			got := decide(in)
 			if tc.wantErr != "" {
 				if got.step != stepFail || got.err == nil || !strings.Contains(got.err.Error(), tc.wantErr) {

@@ -16,15 +16,17 @@ import (
 // when ctx has ended.
 //
 // A key held by a live owner is waited for as [Client.AcquireLockWithContext]
-// does: Do gives up after the holder's lease plus
-// [WithAdditionalTimeToWaitForLock] (21s with the defaults) with a
-// *[LockNotGrantedError] wrapping a *[TimeoutError]; with [FailIfLocked] it
+// waits, but for as long as ctx allows (for ever with
+// context.Background()); when ctx ends first, the error matches ctx.Err()
+// and *[LockNotGrantedError]. With [WithAdditionalTimeToWaitForLock] Do
+// also gives up after the holder's lease plus that time, with a
+// *LockNotGrantedError wrapping a *[TimeoutError]; with [FailIfLocked] it
 // returns at once.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, lock *Lock) error, opts ...AcquireLockOption) (err error) {
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")
 	}
-	l, aerr := c.AcquireLockWithContext(ctx, key, opts...)
+	l, aerr := c.acquireKey(ctx, key, opts, true)
 	if aerr != nil {
 		return aerr
 	}

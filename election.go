@@ -20,12 +20,6 @@ var (
 	ErrNoLeader = errors.New("dynamolock: no leader")
 )
 
-// campaignWait bounds one acquisition inside Campaign beyond the holder's
-// lease. Campaign starts a new acquisition when one gives up, so this only
-// sets how often a candidate that waits on a live leader sends a write
-// (once per campaignWait) instead of only reads.
-const campaignWait = time.Hour
-
 // Election is a leader election among the clients that campaign under one
 // name: the leader is the holder of the lock on that name, and its value is
 // the lock's data. It is built on [Client.AcquireLockWithContext] and costs
@@ -41,6 +35,13 @@ type Election struct {
 
 	mu   sync.Mutex
 	lock *Lock // the leadership this Election won last; nil before or after Resign
+	// unsure: a Proclaim of this leadership may have landed without its
+	// answer: the held lock's value may not be the item's, so Leader reads
+	// the item until a Proclaim succeeds.
+	unsure bool
+	// observers are told (without blocking) of every change this Election
+	// makes, so that Observe in this client delivers it without a poll.
+	observers map[chan struct{}]struct{}
 }
 
 // Leader is the state of an election as read from its item.
@@ -76,30 +77,50 @@ func (c *Client) NewElection(name string) *Election {
 // refresh period of the leader's resignation, and within the leader's lease
 // plus one refresh period of the leader's last heartbeat when the leader
 // died. Cost: one UpdateItem when nobody leads; otherwise one UpdateItem,
-// a GetItem per refresh period and one UpdateItem to win (plus one
-// UpdateItem per hour of waiting).
+// a GetItem per refresh period and one UpdateItem to win.
+//
+// opts apply to the acquisition as in [Client.AcquireLockWithContext]
+// (for example [WithRefreshPeriod] to poll more often, [WithLockLease],
+// or [FailIfLocked] to return at once when someone leads); value replaces
+// any data they give. [WithReentrant] is rejected.
 //
 // Called while this Election already leads, Campaign proclaims value (see
 // [Election.Proclaim]) and returns the same lock.
-func (e *Election) Campaign(ctx context.Context, value []byte) (*Lock, error) {
+func (e *Election) Campaign(ctx context.Context, value []byte, opts ...AcquireLockOption) (*Lock, error) {
 	if l := e.current(); l != nil && l.Err() == nil {
 		if err := e.Proclaim(ctx, value); err != nil {
 			return nil, err
 		}
 		return l, nil
 	}
-	opts := []AcquireLockOption{WithData(value), ReplaceData(), WithAdditionalTimeToWaitForLock(campaignWait)}
+	opts = append(append([]AcquireLockOption(nil), opts...), WithData(value), ReplaceData())
+	if newAcquireLockOptions(opts).reentrant {
+		return nil, invalid("WithReentrant", true, "cannot be used with Campaign: a candidate that finds its own owner's item waits for it")
+	}
 	for {
-		l, err := e.c.AcquireLockWithContext(ctx, e.name, opts...)
+		l, err := e.c.acquireKey(ctx, e.name, opts, true)
 		if err == nil {
 			e.mu.Lock()
-			e.lock = l
+			e.lock, e.unsure = l, false
 			e.mu.Unlock()
+			e.changed()
 			return l, nil
 		}
 		var te *TimeoutError
 		if !errors.As(err, &te) || ctx.Err() != nil {
 			return nil, err
+		}
+	}
+}
+
+// changed tells this Election's observers that it changed the election.
+func (e *Election) changed() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for n := range e.observers {
+		select {
+		case n <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -129,16 +150,34 @@ func (e *Election) Proclaim(ctx context.Context, value []byte) error {
 	}
 	err := e.c.SendHeartbeatWithContext(ctx, l, opt)
 	if errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockAlreadyReleased) {
+		e.changed()
 		return fmt.Errorf("%w: %w", ErrNotLeader, err)
 	}
+	e.mu.Lock()
+	if e.lock == l {
+		// A failed Proclaim may have landed (its answer lost): until one
+		// succeeds, Leader reads the item rather than trust the lock's
+		// value.
+		e.unsure = err != nil && !errors.Is(err, ErrInvalidArgument)
+	}
+	e.mu.Unlock()
+	e.changed()
 	return err
 }
 
 // Resign gives up leadership: one conditional UpdateItem marks the item
 // released, so a waiting candidate wins at its next poll. It returns nil
 // when this Election does not lead (it never won, resigned already, or its
-// leadership was lost: the lock from Campaign tells which). On any other
-// error the leadership is kept and Resign can be retried.
+// leadership was lost: the lock from Campaign tells which).
+//
+// When the release fails, what follows depends on whether it may have
+// landed, as [Client.ReleaseLockWithContext] says. If it surely did not
+// (DynamoDB rejected it, or ctx ended before it was sent), leadership is
+// kept: the lock stays held and renewed, and Resign can be retried. If its
+// outcome is unknown, leadership has ended here all the same (the lock's
+// Done is closed; the item may stay held, unrenewed, for one lease): the
+// error matches [ErrReleaseOutcomeUnknown], and this Election no longer
+// leads.
 func (e *Election) Resign(ctx context.Context) error {
 	e.mu.Lock()
 	l := e.lock
@@ -147,24 +186,41 @@ func (e *Election) Resign(ctx context.Context) error {
 		return nil
 	}
 	_, err := e.c.ReleaseLockWithContext(ctx, l)
-	if err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrLockAlreadyReleased) {
-		return err
+	if err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrLockAlreadyReleased) && l.Err() == nil {
+		return err // not sent, or rejected: still the leader
 	}
 	e.mu.Lock()
 	if e.lock == l {
-		e.lock = nil
+		e.lock, e.unsure = nil, false
 	}
 	e.mu.Unlock()
+	e.changed()
+	if errors.Is(err, ErrReleaseOutcomeUnknown) {
+		return err // leadership ended here; the item may stay held for a lease
+	}
 	return nil
 }
 
 // Leader reads the current leader: with one consistent GetItem, or with no
-// call when this client leads. It returns [ErrNoLeader] when nobody leads.
-// A leader that died is still reported until a candidate takes over, one
-// lease after its last heartbeat: one read cannot tell a dead leader from a
-// live one.
+// call when this client leads (one GetItem after a Proclaim of this
+// Election failed, until one succeeds: the failed one may have landed).
+// It returns [ErrNoLeader] when nobody leads. A leader that died is still
+// reported until a candidate takes over, one lease after its last
+// heartbeat: one read cannot tell a dead leader from a live one.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	l, err := e.c.GetWithContext(ctx, e.name)
+	e.mu.Lock()
+	unsure := e.unsure
+	e.mu.Unlock()
+	var l *Lock
+	var err error
+	if unsure {
+		var sk *string
+		if sk, err = e.c.resolveSortKey(nil); err == nil {
+			l, err = e.c.readLock(ctx, e.name, sk)
+		}
+	} else {
+		l, err = e.c.GetWithContext(ctx, e.name)
+	}
 	if err != nil {
 		return Leader{}, err
 	}
@@ -178,9 +234,11 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // change of leader or value, in order. It polls with [Election.Leader]
 // every [DefaultRefreshPeriod] (1s): one consistent GetItem per poll, none
 // while this client leads. So it sees each state that lasts at least one
-// poll; changes that come and go between two polls are seen as one. Periods
-// without a leader are not delivered: the next leader is. Failed reads are
-// retried at the next poll.
+// poll; changes that come and go between two polls are seen as one. A
+// change this Election makes (Campaign won, Proclaim, Resign, its
+// leadership lost) is looked at at once, without waiting for the poll.
+// Periods without a leader are not delivered: the next leader is. Failed
+// reads are retried at the next poll.
 //
 // The channel is unbuffered and polling pauses until each state is
 // received, so a receiver that falls behind gets no backlog: after a slow
@@ -189,19 +247,37 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // is not a valid key.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
+	notify := make(chan struct{}, 1)
+	e.mu.Lock()
+	if e.observers == nil {
+		e.observers = make(map[chan struct{}]struct{})
+	}
+	e.observers[notify] = struct{}{}
+	e.mu.Unlock()
 	go func() {
 		defer close(ch)
+		defer func() {
+			e.mu.Lock()
+			delete(e.observers, notify)
+			e.mu.Unlock()
+		}()
 		var last Leader
 		have := false
 		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
+			var lost <-chan struct{} // this Election's leadership ending
+			if l := e.current(); l != nil && l.Err() == nil {
+				lost = l.Done()
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-e.c.closing:
 				return
 			case <-t.C:
+			case <-notify:
+			case <-lost:
 			}
 			ld, err := e.Leader(ctx)
 			if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClientClosed) {

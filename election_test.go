@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
 // severableDB is an SDK client whose item calls fail once it is severed:
@@ -79,10 +80,10 @@ type campaignResult struct {
 	at   time.Time
 }
 
-func campaign(ctx context.Context, e *dynamolock.Election, value string) <-chan campaignResult {
+func campaign(ctx context.Context, e *dynamolock.Election, value string, opts ...dynamolock.AcquireLockOption) <-chan campaignResult {
 	ch := make(chan campaignResult, 1)
 	go func() {
-		l, err := e.Campaign(ctx, []byte(value))
+		l, err := e.Campaign(ctx, []byte(value), opts...)
 		ch <- campaignResult{l, err, time.Now()}
 	}()
 	return ch
@@ -315,4 +316,122 @@ func TestElectionCampaignCancelledAndBadName(t *testing.T) {
 	ld, err := e.Leader(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "b", string(ld.Value))
+}
+
+// Resign whose release surely did not land keeps leadership; one whose
+// outcome is unknown ends it here, as its doc says.
+func TestElectionResignKeepsOrEndsLeadership(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	lose := &faults.Rule{Op: "UpdateItem", Match: faults.Sets("isReleased"), Times: 1, LoseAnswer: true}
+	fdb := faults.Wrap(db)
+	c := newClient(t, fdb, table, electionOpts...)
+	e := c.NewElection("resign")
+	ctx := context.Background()
+	l, err := e.Campaign(ctx, []byte("v1"))
+	require.NoError(t, err)
+
+	// Not sent (ctx already ended): still the leader.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, e.Resign(done), context.Canceled)
+	require.NoError(t, l.Err(), "leadership kept")
+	require.NoError(t, e.Proclaim(ctx, []byte("v2")), "still leads")
+
+	// Sent, answer lost: leadership has ended here.
+	fdb.Add(lose)
+	err = e.Resign(ctx)
+	require.ErrorIs(t, err, dynamolock.ErrReleaseOutcomeUnknown)
+	require.Equal(t, 1, fdb.Hits(lose))
+	require.True(t, closedWithin(l.Done(), time.Second), "the lock ended")
+	require.ErrorIs(t, e.Proclaim(ctx, []byte("v3")), dynamolock.ErrNotLeader)
+	require.NoError(t, e.Resign(ctx), "nothing left to resign")
+	_, err = e.Leader(ctx)
+	require.ErrorIs(t, err, dynamolock.ErrNoLeader, "the lost answer's release landed")
+}
+
+// After a Proclaim whose answer was lost, Leader in the leader's own
+// client reports what the item holds.
+func TestElectionLeaderAfterProclaimAnswerLost(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	fdb := faults.Wrap(db)
+	c := newClient(t, fdb, table, electionOpts...)
+	other := newClient(t, db, table, electionOpts...)
+	e := c.NewElection("proclaim")
+	ctx := context.Background()
+	_, err := e.Campaign(ctx, []byte("v1"))
+	require.NoError(t, err)
+	lose := &faults.Rule{Op: "UpdateItem", Match: faults.Sets("data"), Times: 1, LoseAnswer: true}
+	fdb.Add(lose)
+	err = e.Proclaim(ctx, []byte("v2"))
+	require.Equal(t, 1, fdb.Hits(lose))
+	t.Logf("Proclaim with its answer lost: %v", err)
+	seen, err := other.NewElection("proclaim").Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v2", string(seen.Value), "the item holds the new value")
+	own, err := e.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v2", string(own.Value), "the leader's own client reports what the item holds")
+	require.Equal(t, seen, own)
+}
+
+// Campaign takes acquisition options: here a refresh period of 100 ms.
+func TestElectionCampaignOptions(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	cdb, cc := newDB(t)
+	leader := newClient(t, db, table, electionOpts...)
+	candidate := newClient(t, cdb, table, electionOpts...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	le := leader.NewElection("opts")
+	_, err := le.Campaign(ctx, []byte("a"))
+	require.NoError(t, err)
+	ce := candidate.NewElection("opts")
+	_, err = ce.Campaign(ctx, []byte("b"), dynamolock.FailIfLocked())
+	var held *dynamolock.LockHeldError
+	require.ErrorAs(t, err, &held, "FailIfLocked returns at once")
+	cc.reset()
+	res := campaign(ctx, ce, "b", dynamolock.WithRefreshPeriod(100*time.Millisecond))
+	time.Sleep(1500 * time.Millisecond)
+	polls := cc.get("GetItem")
+	t.Logf("GetItem calls of a candidate with a 100 ms refresh period in 1.5 s: %d", polls)
+	require.GreaterOrEqual(t, polls, 6, "polls every 100 ms, not every second")
+	require.NoError(t, le.Resign(ctx))
+	r := <-res
+	require.NoError(t, r.err)
+	ld, err := le.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "b", string(ld.Value))
+}
+
+// Observe in the leader's own client delivers this client's own changes
+// at once, not at the next poll (1 s).
+func TestElectionObserveOwnChangesWithoutPoll(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	c := newClient(t, db, table, electionOpts...)
+	e := c.NewElection("observe-own")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := e.Campaign(ctx, []byte("v1"))
+	require.NoError(t, err)
+	obs := e.Observe(ctx)
+	require.Equal(t, "v1", string((<-obs).Value))
+	for _, v := range []string{"v2", "v3"} {
+		require.NoError(t, e.Proclaim(ctx, []byte(v)))
+		start := time.Now()
+		select {
+		case ld := <-obs:
+			require.Equal(t, v, string(ld.Value))
+			t.Logf("%s delivered %s after Proclaim returned", v, time.Since(start))
+			require.Less(t, time.Since(start), 500*time.Millisecond, "no wait for the next poll")
+		case <-time.After(5 * time.Second):
+			t.Fatal("the change was not delivered")
+		}
+	}
+	cancel()
+	for range obs {
+	}
 }

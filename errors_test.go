@@ -219,11 +219,12 @@ func TestFirstHourErrors(t *testing.T) {
 			return err
 		}, as: asTimeout, contains: []string{`"theirs"`, theirs.OwnerName()},
 			extra: func(t *testing.T, err error) { assert.NotContains(t, err.Error(), "WithReentrant") }},
-		// Do on a held key gives up after the holder's lease plus the
-		// additional wait (1 s), as its documentation says.
+		// Do on a held key, given an additional wait (1 s), gives up
+		// after the holder's lease plus that wait, as its documentation
+		// says (without it, Do waits as long as ctx allows).
 		row{name: "Do on a held key", run: func(*testing.T) error {
 			return self.Do(ctx, "theirs", func(context.Context, *dynamolock.Lock) error { return nil },
-				dynamolock.WithRefreshPeriod(100*time.Millisecond))
+				dynamolock.WithRefreshPeriod(100*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(dynamolock.DefaultAdditionalTimeToWaitForLock))
 		}, as: asTimeout, contains: []string{`"theirs"`, theirs.OwnerName()}, within: time.Second + dynamolock.DefaultAdditionalTimeToWaitForLock + 2*time.Second},
 	)
 

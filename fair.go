@@ -54,8 +54,11 @@ const attrFairQueue = "fairQueue"
 // The wait is bounded as usual (the holder's lease plus
 // [WithAdditionalTimeToWaitForLock], counted from the first holder seen),
 // so a waiter far back in a long queue needs a longer additional wait, or
-// it gives up before its turn and leaves the queue. WithFairness cannot be
-// combined with [FailIfLocked].
+// it gives up before its turn and leaves the queue (the calls that wait as
+// long as their context allows have no such bound). WithFairness cannot be
+// combined with [FailIfLocked] nor used with [Client.AcquireLocks]; with
+// [Semaphore.Acquire] one queue orders the waiters for every slot (see
+// there).
 func WithFairness() AcquireLockOption {
 	return func(o *acquireLockOptions) { o.fair = true }
 }
@@ -182,8 +185,11 @@ type queueWrite struct {
 // fairly turns the acquisition's decision into a fair one: a write goes
 // ahead only for the first live waiter in the queue, and a waiter that
 // must wait has its entry in the queue, renewed in time.
-func (a *acquisition) fairly(d decision, v *view, now time.Time, deadline time.Time) decision {
-	f := a.fair
+//
+// A semaphore's queue lives on its first slot's item (see
+// [Semaphore.Acquire]): v is then that item, whichever slot w is.
+func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.Time) decision {
+	f, v := a.fairOf(w), a.queueView(w)
 	if f == nil || d.step == stepAdopt || d.step == stepFail {
 		return d
 	}
@@ -251,7 +257,7 @@ func (a *acquisition) fairly(d decision, v *view, now time.Time, deadline time.T
 	// deadline.
 	if !now.Before(deadline.Add(maxWaiterLease)) {
 		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: now.Sub(a.start)},
-			"key %q: waiters before this one in the fair queue kept their turn", a.key)}
+			"key %q: waiters before this one in the fair queue kept their turn", w.key)}
 	}
 	wake := earliest(now.Add(a.o.refreshPeriod-randomUpTo(a.o.refreshJitter)), nextDeath)
 	if now.Before(deadline) {
@@ -276,8 +282,11 @@ func (f *fairState) keepPlace(d decision, mine bool, v *view, now time.Time) dec
 
 // join writes this waiter's entry into the queue (adding it, or renewing
 // its beat), and learns the item from the answer.
-func (a *acquisition) join(ctx context.Context, v *view) error {
-	c, f := a.c, a.fair
+func (a *acquisition) join(ctx context.Context, w *watch) error {
+	if a.semFair != nil {
+		w = a.semFair // a semaphore's queue is on its first slot's item
+	}
+	c, f, v := a.c, a.fairOf(w), &w.v
 	ws, present, _ := queueOf(v.raw)
 	if f.ticket == 0 {
 		for _, w := range ws {
@@ -303,29 +312,60 @@ func (a *acquisition) join(ctx context.Context, v *view) error {
 		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{f.id: entry}})
 		cond += "attribute_not_exists(" + q + ")"
 	}
-	in := c.guardedUpdate(c.itemKeyOf(a.key, a.sortKey), b, update, cond)
+	in := c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond)
 	in.ReturnValues = types.ReturnValueAllNew
-	a.endsBefore = c.wakeups.ended.Load()
-	out, err := c.updateItem(ctx, in)
+	w.endsBefore = c.wakeups.ended.Load()
+	out, err := a.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
-		return a.learn(ctx, v, out.Attributes, nil)
+		return a.learn(ctx, w, out.Attributes, nil)
 	case errors.As(err, &ccf) && len(ccf.Item) > 0:
-		return a.learn(ctx, v, ccf.Item, nil) // the queue or the item changed: decide again
+		return a.learn(ctx, w, ccf.Item, nil) // the queue or the item changed: decide again
 	case errors.As(err, &ccf):
-		*v = view{} // no item came back (an emulator): read it
+		w.forget() // no item came back (an emulator): read it
 		return nil
 	}
-	*v = view{}
-	return a.failed(ctx, v, err)
+	w.forget()
+	return a.failed(ctx, w, err)
+}
+
+// fairOf is the fair queue state w's decisions follow, or nil.
+func (a *acquisition) fairOf(w *watch) *fairState {
+	if a.semFair != nil {
+		return a.semFair.fair
+	}
+	return w.fair
+}
+
+// queueView is what is known of the item that holds w's fair queue.
+func (a *acquisition) queueView(w *watch) *view {
+	if a.semFair != nil {
+		return &a.semFair.v
+	}
+	return &w.v
+}
+
+// holdsQueue reports whether w's item holds the fair queue this call
+// follows.
+func (a *acquisition) holdsQueue(w *watch) bool {
+	return a.fairOf(w) != nil && (a.semFair == nil || a.semFair == w)
+}
+
+// leaveQueues removes this call's entries from the fair queues it joined.
+func (a *acquisition) leaveQueues(ctx context.Context) {
+	for _, w := range a.watches {
+		if w.fair != nil {
+			a.leaveQueue(ctx, w)
+		}
+	}
 }
 
 // leaveQueue removes this waiter's entry when the acquisition gives up:
 // best effort, within ctx (which the caller bounds). An entry left behind
 // is skipped by the others after its lease.
-func (a *acquisition) leaveQueue(ctx context.Context) {
-	if a.fair == nil || a.fair.ticket == 0 {
+func (a *acquisition) leaveQueue(ctx context.Context, w *watch) {
+	if w.fair == nil || w.fair.ticket == 0 {
 		return
 	}
 	c := a.c
@@ -333,17 +373,55 @@ func (a *acquisition) leaveQueue(ctx context.Context) {
 	q := b.name("#q", attrFairQueue)
 	in := &dynamodb.UpdateItemInput{
 		TableName:                aws.String(c.tableName),
-		Key:                      c.itemKeyOf(a.key, a.sortKey),
-		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", a.fair.id)),
+		Key:                      c.itemKeyOf(w.key, w.sortKey),
+		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", w.fair.id)),
 		ConditionExpression:      aws.String("attribute_exists(" + q + ")"),
 		ExpressionAttributeNames: b.names,
 	}
-	_, err := c.updateItem(ctx, in)
+	_, err := a.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the fair queue; the entry is skipped after its lease",
-			slogKey(a.key), slogErr(err))
+			slogKey(w.key), slogErr(err))
 	}
+}
+
+// onItem is q as a transaction's action on the item at key that holds the
+// queue, when the acquiring write goes to another item (a semaphore's
+// slot other than the first): remove the entries, on condition that the
+// queue exists; or check that it is empty.
+func (q *queueWrite) onItem(c *Client, key map[string]types.AttributeValue) types.TransactWriteItem {
+	b := newExprBuilder()
+	name := b.name("#q", attrFairQueue)
+	if q.empty || len(q.remove) == 0 {
+		cond := "attribute_exists(" + name + ")"
+		if q.empty {
+			cond = "attribute_not_exists(" + name + ") OR size(" + name + ") = " + b.value(":zero", attrN(0))
+		}
+		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:                           aws.String(c.tableName),
+			Key:                                 key,
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            b.names,
+			ExpressionAttributeValues:           b.valuesOrNil(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}}
+	}
+	remove := ""
+	for i, id := range q.remove {
+		if i > 0 {
+			remove += ", "
+		}
+		remove += name + "." + b.name("#w"+strconv.Itoa(i), id)
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                           aws.String(c.tableName),
+		Key:                                 key,
+		UpdateExpression:                    aws.String("REMOVE " + remove),
+		ConditionExpression:                 aws.String("attribute_exists(" + name + ")"),
+		ExpressionAttributeNames:            b.names,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
 }
 
 // queueExpr adds q's condition and removals to an acquiring write's

@@ -1,6 +1,7 @@
 package dynamolock
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -19,13 +20,16 @@ type wakeups struct {
 }
 
 type wakeup struct {
-	ch   chan struct{} // closed when a lock on the key ends here
-	refs int
+	ch     chan struct{} // closed when a lock on the key ends here
+	refs   int
+	notify []chan<- struct{} // also told, without blocking (an acquisition waiting on several keys)
 }
 
 // watch returns a channel closed when a lock on key ends in this client,
-// and the function that stops watching.
-func (w *wakeups) watch(key string) (<-chan struct{}, func()) {
+// and the function that stops watching. notify, when not nil, is also sent
+// to (without blocking) when that happens, so that one wait can watch
+// several keys.
+func (w *wakeups) watch(key string, notify chan<- struct{}) (<-chan struct{}, func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.m == nil {
@@ -37,9 +41,15 @@ func (w *wakeups) watch(key string) (<-chan struct{}, func()) {
 		w.m[key] = u
 	}
 	u.refs++
+	if notify != nil {
+		u.notify = append(u.notify, notify)
+	}
 	return u.ch, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		if i := slices.Index(u.notify, notify); notify != nil && i >= 0 {
+			u.notify = slices.Delete(u.notify, i, i+1)
+		}
 		if u.refs--; u.refs == 0 && w.m[key] == u {
 			delete(w.m, key)
 		}
@@ -53,6 +63,12 @@ func (w *wakeups) wake(key string) {
 	defer w.mu.Unlock()
 	if u := w.m[key]; u != nil {
 		close(u.ch)
+		for _, n := range u.notify {
+			select {
+			case n <- struct{}{}:
+			default:
+			}
+		}
 		delete(w.m, key)
 	}
 }

@@ -159,8 +159,8 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 		if try >= o.retries || ctx.Err() != nil {
 			return fmt.Errorf("dynamolock: heartbeat of %q: %w", l.partitionKey, err)
 		}
-		if !sleepCtx(ctx, o.retryWait) {
-			return fmt.Errorf("dynamolock: heartbeat of %q: %w", l.partitionKey, ctx.Err())
+		if err := c.sleep(ctx, o.retryWait, nil); err != nil {
+			return fmt.Errorf("dynamolock: heartbeat of %q: %w", l.partitionKey, err)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
 // itemOnly hides every method of the SDK client but the five of
@@ -316,4 +317,57 @@ func TestAcquireLocksCrossedOrders(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, int64(4*rounds), turns.Load())
+}
+
+// A transaction that commits but whose answer is lost, in a call that then
+// gives up (FailIfLocked; or ctx ends while the keys are read), leaves no
+// key held: the single-key undo releases every key of the transaction.
+func TestAcquireLocksLostTransactionAnswerIsUndone(t *testing.T) {
+	for _, tc := range []string{"FailIfLocked", "context ends while reading"} {
+		t.Run(tc, func(t *testing.T) {
+			table := newTable(t, "")
+			db, _ := newDB(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			rules := []*faults.Rule{{Op: "TransactWriteItems", Times: 1, LoseAnswer: true}}
+			var opts []dynamolock.AcquireLockOption
+			if tc == "FailIfLocked" {
+				opts = append(opts, dynamolock.FailIfLocked())
+			} else {
+				opts = append(opts, dynamolock.WithRefreshPeriod(50*time.Millisecond))
+				rules = append(rules, &faults.Rule{Op: "GetItem", Times: 1, Before: func(ctx context.Context) error {
+					cancel()
+					return ctx.Err()
+				}})
+			}
+			fdb := faults.Wrap(db, rules...)
+			m := newClient(t, fdb, table, append(fast, dynamolock.WithOwnerName("multi"))...)
+			_, err := m.AcquireLocks(ctx, []string{"a", "b"}, opts...)
+			var lng *dynamolock.LockNotGrantedError
+			require.ErrorAs(t, err, &lng)
+			if tc != "FailIfLocked" {
+				require.ErrorIs(t, err, context.Canceled)
+			}
+			require.Equal(t, 1, fdb.Hits(rules[0]), "the transaction committed and its answer was lost")
+			require.Zero(t, probeHeld(t, db, table, "multi", []string{"a", "b"}), "no key is left held after %v", err)
+			require.Zero(t, m.Stats().HeldLocks)
+		})
+	}
+}
+
+// The read-backs after a committed transaction end after the lease it
+// granted (a slow read): the keys are taken anew rather than returned as
+// locks whose lease is already over.
+func TestAcquireLocksReadBackPastTheLease(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	slow := &faults.Rule{Op: "GetItem", Times: 1, Before: faults.Sleep(1200 * time.Millisecond)} // fast: lease 1 s
+	m := newClient(t, faults.Wrap(db, slow), table, fast...)
+	locks, err := m.AcquireLocks(context.Background(), []string{"a", "b"}, dynamolock.WithRefreshPeriod(100*time.Millisecond))
+	require.NoError(t, err)
+	for _, l := range locks {
+		require.NoError(t, l.Err(), "%s: a lock returned is held", l.PartitionKey())
+		require.False(t, l.IsExpired())
+	}
+	require.Equal(t, 2, probeHeld(t, db, table, m.OwnerName(), []string{"a", "b"}))
 }

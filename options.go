@@ -18,7 +18,8 @@ const (
 	// DefaultRefreshPeriod is how often a waiting acquisition polls the item.
 	DefaultRefreshPeriod = time.Second
 	// DefaultAdditionalTimeToWaitForLock is added to the holder's lease to
-	// bound how long an acquisition waits.
+	// bound how long [Client.AcquireLockWithContext] waits (the calls that
+	// wait as long as their context allows do not use it).
 	DefaultAdditionalTimeToWaitForLock = time.Second
 	// DefaultHeartbeatConcurrency bounds the heartbeats one client sends at
 	// once; see [WithHeartbeatConcurrency].
@@ -180,20 +181,21 @@ func WithSlog(l *slog.Logger) ClientOption {
 type AcquireLockOption func(*acquireLockOptions)
 
 type acquireLockOptions struct {
-	data                   []byte
-	replaceData            bool
-	failIfLocked           bool
-	deleteLockOnRelease    bool
-	refreshPeriod          time.Duration
-	additionalTimeToWait   time.Duration
-	additionalAttributes   map[string]types.AttributeValue
-	sessionMonitor         *sessionMonitor
-	onlyIfLockAlreadyExist bool
-	reentrant              bool
-	sortKey                *string       // WithSortKeyValue; nil: the client's default
-	lease                  time.Duration // WithLockLease; 0: the client's lease
-	refreshJitter          time.Duration // WithRefreshJitter; -1: a tenth of the refresh period
-	fair                   bool          // WithFairness
+	data                    []byte
+	replaceData             bool
+	failIfLocked            bool
+	deleteLockOnRelease     bool
+	refreshPeriod           time.Duration
+	additionalTimeToWait    time.Duration
+	additionalTimeToWaitSet bool // WithAdditionalTimeToWaitForLock was given
+	additionalAttributes    map[string]types.AttributeValue
+	sessionMonitor          *sessionMonitor
+	onlyIfLockAlreadyExist  bool
+	reentrant               bool
+	sortKey                 *string       // WithSortKeyValue; nil: the client's default
+	lease                   time.Duration // WithLockLease; 0: the client's lease
+	refreshJitter           time.Duration // WithRefreshJitter; -1: a tenth of the refresh period
+	fair                    bool          // WithFairness
 }
 
 // newAcquireLockOptions applies opts over the defaults. validateAcquire
@@ -276,10 +278,14 @@ func WithRefreshPeriod(d time.Duration) AcquireLockOption {
 }
 
 // WithAdditionalTimeToWaitForLock sets how long, beyond the holder's lease,
-// an acquisition waits before giving up with a *[TimeoutError].
-// Default: [DefaultAdditionalTimeToWaitForLock] (1s); must not be negative.
+// an acquisition waits before giving up with a *[TimeoutError] (for
+// several keys: beyond the longest lease among the first holders seen).
+// Default: [DefaultAdditionalTimeToWaitForLock] (1s) for
+// [Client.AcquireLockWithContext]; [Client.Do], [Client.AcquireLocks] and
+// [Semaphore.Acquire] without it wait as long as their context allows.
+// Must not be negative.
 func WithAdditionalTimeToWaitForLock(d time.Duration) AcquireLockOption {
-	return func(o *acquireLockOptions) { o.additionalTimeToWait = d }
+	return func(o *acquireLockOptions) { o.additionalTimeToWait, o.additionalTimeToWaitSet = d, true }
 }
 
 // WithAdditionalAttributes stores extra attributes in the lock item, merged

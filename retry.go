@@ -104,15 +104,34 @@ func httpStatus(err error) int {
 	return 0
 }
 
-// sleepCtx waits d or until ctx ends, and reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// sleep is the client's one sleep: it waits d, or until woken is closed or
+// sent to (nil: never), and returns ctx.Err() when ctx ends first, or
+// ErrClientClosed when the client closes first.
+func (c *Client) sleep(ctx context.Context, d time.Duration, woken <-chan struct{}) error {
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return nil
+	case <-woken:
+		return nil
 	case <-ctx.Done():
-		return false
+		return ctx.Err()
+	case <-c.closing:
+		return ErrClientClosed
+	}
+}
+
+// pause is sleep in an acquiring call on what: the error that ends the
+// wait is a *LockNotGrantedError.
+func (c *Client) pause(ctx context.Context, d time.Duration, woken <-chan struct{}, what string) error {
+	switch err := c.sleep(ctx, d, woken); {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrClientClosed):
+		return notGranted(err, "%s", what)
+	default:
+		return notGranted(err, "%s: context done while waiting", what)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,34 +162,34 @@ func (rw *RWLock) Lock(ctx context.Context, opts ...AcquireLockOption) (*Lock, e
 	return rw.acquire(ctx, true, opts)
 }
 
-// noWaitGiven marks an additional wait the caller did not give.
-const noWaitGiven = time.Duration(math.MinInt64)
-
 func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOption) (*Lock, error) {
 	c := rw.c
 	if c.isClosed() {
 		return nil, ErrClientClosed
 	}
-	probe := &acquireLockOptions{additionalTimeToWait: noWaitGiven}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(probe)
-		}
+	// The engine's options: checked and resolved once; without an
+	// explicit WithAdditionalTimeToWaitForLock the wait lasts as long as
+	// ctx allows.
+	o, err := c.acquireOptions(opts, true)
+	if err != nil {
+		return nil, err
 	}
-	o := newAcquireLockOptions(opts)
 	if err := rw.validate(writer, o); err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	what := "rwlock " + strconv.Quote(rw.name)
+	// The writer's slot is a plain lock: the engine's acquisition adopts
+	// and undoes its writes (its one watch is the item's key).
+	pa := c.newAcquisition(modeOne, o, []string{rw.name}, what)
+	start := pa.start
 	a := &rwAcquisition{rw: rw, writer: writer, o: o, start: start, id: randomID(), seen: newRWSeen(),
-		attempts: make(map[string]attempt, 2)}
+		attempts: pa.attempts, engine: pa}
 	a.lease = min(max(o.lease, time.Millisecond), maxWaiterLease)
-	admitBy := start.Add(1 << 62)
-	if probe.additionalTimeToWait != noWaitGiven {
-		a.deadline = start.Add(satAdd(o.additionalTimeToWait, o.lease))
-		admitBy = a.deadline
+	admitBy := pa.waitEnd(o.lease)
+	if o.additionalTimeToWait != forever {
+		a.deadline = admitBy
 	}
-	if err := c.admit(ctx, 1, o.lease, admitBy, "rwlock "+strconv.Quote(rw.name)); err != nil {
+	if err := c.admit(ctx, 1, o.lease, admitBy, what); err != nil {
 		return nil, err
 	}
 	l, err := a.run(ctx)
@@ -217,7 +216,7 @@ func (rw *RWLock) validate(writer bool, o *acquireLockOptions) error {
 	case !writer && len(o.additionalAttributes) > 0:
 		return invalid("WithAdditionalAttributes", len(o.additionalAttributes), "cannot be used by a reader: the item's attributes are the writer's")
 	}
-	return rw.c.validateAcquire(rw.name, o)
+	return rw.c.checkKey(rw.name, o)
 }
 
 // rwAcquisition is the state of one RLock or Lock call.
@@ -238,8 +237,10 @@ type rwAcquisition struct {
 	joined  bool // a join landed: ticket is this waiter's place
 	seen    *rwSeen
 	// attempts holds every granting write, by the beat (reader) or RVN
-	// (writer) it wrote, to recognise one whose answer was lost.
+	// (writer) it wrote, to recognise one whose answer was lost (the
+	// engine's map: a writer's attempts are its to adopt and undo).
 	attempts map[string]attempt
+	engine   *acquisition
 }
 
 func (a *rwAcquisition) run(ctx context.Context) (*Lock, error) {
@@ -345,6 +346,9 @@ func (a *rwAcquisition) grant(ctx context.Context, d rwDecision, v *rwView) (*Lo
 		in = a.readerGrant(d, v, beat, sent)
 	}
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true}
+	if a.writer {
+		at.on = a.engine.watches
+	}
 	a.attempts[beat] = at
 	out, err := c.updateItem(ctx, in)
 	if err == nil {
@@ -396,9 +400,7 @@ func (a *rwAcquisition) adopt(ctx context.Context, v *rwView, beat string) (*Loc
 func (a *rwAcquisition) adoptItem(ctx context.Context, item map[string]types.AttributeValue, v *rwView, beat string, at attempt) (*Lock, error) {
 	c := a.rw.c
 	if a.writer {
-		pa := &acquisition{c: c, key: a.rw.name, sortKey: a.o.sortKey, regKey: registryKey(a.rw.name, a.o.sortKey), o: a.o,
-			start: a.start, attempts: a.attempts}
-		return pa.adopt(ctx, item, at)
+		return a.engine.adoptItem(ctx, a.engine.watches[0], item, at)
 	}
 	rec := &lockRecord{owner: c.ownerName, lease: at.lease, rvn: beat, fencingToken: v.token}
 	l := newHeldLock(c, a.rw.name, a.o.sortKey, rec, at.sent)
@@ -648,8 +650,7 @@ func (a *rwAcquisition) leave(ctx context.Context) {
 // removed if it still carries one of those beats. Best effort, within ctx.
 func (a *rwAcquisition) undo(ctx context.Context) {
 	if a.writer {
-		pa := &acquisition{c: a.rw.c, key: a.rw.name, sortKey: a.o.sortKey, o: a.o, attempts: a.attempts}
-		pa.undo(ctx)
+		a.engine.undo(ctx)
 		return
 	}
 	var beats []string

@@ -2,9 +2,7 @@ package dynamolock
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -51,94 +49,78 @@ func (s *Semaphore) slot(i int) string { return s.name + "#" + strconv.Itoa(i) }
 // apply to the slot's acquisition as in [Client.AcquireLockWithContext];
 // [WithReentrant] is rejected, since it would hand one slot to two holders.
 //
-// Acquire first tries the slots one by one, each with [FailIfLocked],
-// starting from a random one: it returns the first slot it gets. With
-// FailIfLocked among opts it stops there, with a *[LockNotGrantedError]
-// when every slot is held (a slot whose holder this client has seen
-// unchanged for a full lease is taken over, as FailIfLocked does). Without
-// it, it waits on every slot at once, each as AcquireLockWithContext waits
-// on a held key: it takes the first slot released or whose holder died,
-// and gives up when every slot's wait ran out (a *LockNotGrantedError
-// wrapping a *[TimeoutError]), ctx ended (the error matches ctx.Err()), or
-// one slot's acquisition failed for a reason waiting cannot cure (that
-// error). If two slots are won at once, the extra one is released.
+// Acquire first tries the slots one by one, starting from a random one: it
+// returns the first slot it gets. With [FailIfLocked] among opts it stops
+// there, with a *[LockNotGrantedError] when every slot is held (a slot
+// whose holder this client has seen unchanged for a full lease is taken
+// over, as FailIfLocked does). Without it, it watches every slot in one
+// wait, each as AcquireLockWithContext waits on a held key, and takes the
+// first slot released or whose holder died. The wait lasts as long as ctx
+// allows (for ever with context.Background()); when ctx ends the error
+// matches ctx.Err() and *LockNotGrantedError. With
+// [WithAdditionalTimeToWaitForLock] it also gives up after that time plus
+// the longest lease among the first holders seen on the slots (a
+// *LockNotGrantedError wrapping a *[TimeoutError]). An error that waiting
+// cannot cure on one slot ends the call.
+//
+// With [WithFairness], waiters in every client get slots in the order they
+// started waiting, across all slots (see WithFairness for the queue's
+// rules). The queue is one, kept in the item of slot 0 (name#0), rather
+// than one in every slot's item: a waiter then joins and renews one entry
+// (one write each, as for a single key) instead of one per slot, and there
+// is one order, where queues per slot could put a waiter first in one and
+// third in another. A waiter takes a free slot only when no live waiter is
+// before it in that queue: the write that takes slot 0 carries the queue's
+// condition itself; the one that takes another slot is one
+// TransactWriteItems of that slot's acquiring update and the queue's part
+// on slot 0 (its own and dead entries removed, or, for a waiter not in the
+// queue, the queue checked empty), so the order holds across slots and no
+// second write follows a win. Slots are then tried from slot 0, and taking
+// another slot costs that transaction (2 write units per item) and one
+// consistent GetItem, since a transaction cannot return the new item. With
+// more than one slot it needs TransactWriteItems from the DynamoDB client
+// ([ErrUnsupportedOperation] otherwise). Measured in docs/BENCHMARKS.md.
 //
 // Cost in DynamoDB calls: 1 UpdateItem when the first slot tried is free;
 // one more failed conditional UpdateItem for every held slot tried before
-// a free one, so size when every slot is held. A wait then adds, per slot,
-// one UpdateItem and one consistent GetItem per refresh period, plus one
-// UpdateItem to take the slot that frees up (and one to release any slot
-// won twice).
+// a free one, so size when every slot is held. A wait then adds one
+// consistent GetItem per slot per refresh period, plus one UpdateItem to
+// take the slot that frees up.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lock, error) {
-	o := newAcquireLockOptions(opts)
+	c := s.c
+	if c.isClosed() {
+		return nil, ErrClientClosed
+	}
+	o, err := c.acquireOptions(opts, true)
+	if err != nil {
+		return nil, err
+	}
 	if o.reentrant {
 		return nil, invalid("WithReentrant", true, "cannot be used with a semaphore: two holders would share one slot")
 	}
+	if o.fair && s.size > 1 && !c.canTransact() {
+		return nil, unsupported("Semaphore.Acquire with WithFairness", "TransactWriteItems")
+	}
 	first := rand.IntN(s.size)
-	try := append(slices.Clone(opts), FailIfLocked())
+	if o.fair {
+		first = 0 // the fair queue lives on slot 0's item: try it first
+	}
+	keys := make([]string, s.size)
 	for k := range s.size {
-		l, err := s.c.AcquireLockWithContext(ctx, s.slot((first+k)%s.size), try...)
-		if err == nil {
-			return l, nil
-		}
-		var held *LockHeldError
-		if !errors.As(err, &held) {
+		keys[k] = s.slot((first + k) % s.size)
+		if err := c.checkKey(keys[k], o); err != nil {
 			return nil, err
 		}
 	}
-	if o.failIfLocked {
-		return nil, notGranted(nil, "semaphore %q: all %d slots are held", s.name, s.size)
+	a := c.newAcquisition(modeAny, o, keys, "semaphore "+strconv.Quote(s.name))
+	if o.fair {
+		a.semFair = a.watches[0]
+		a.semFair.fair = newFairState(o)
 	}
-	return s.wait(ctx, opts)
-}
-
-type slotResult struct {
-	lock *Lock
-	err  error
-}
-
-// wait acquires every slot at once and keeps the first one won. It returns
-// only after every acquisition it started has returned.
-func (s *Semaphore) wait(ctx context.Context, opts []AcquireLockOption) (*Lock, error) {
-	start := time.Now()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	results := make(chan slotResult, s.size)
-	for i := range s.size {
-		go func() {
-			l, err := s.c.AcquireLockWithContext(wctx, s.slot(i), opts...)
-			results <- slotResult{l, err}
-		}()
+	locks, err := a.admitThenRun(ctx)
+	c.metrics.acquired(ctx, err, time.Since(a.start))
+	if err != nil {
+		return nil, err
 	}
-	var won *Lock
-	var failed error // the first error that is neither a timeout nor our own cancellation
-	timeouts := 0
-	for range s.size {
-		r := <-results
-		var te *TimeoutError
-		switch {
-		case r.err == nil && won == nil:
-			won = r.lock
-			cancel()
-		case r.err == nil:
-			// Won twice: free the slot for someone else. Best effort: if the
-			// release fails, the slot frees up when its lease runs out.
-			_, _ = s.c.ReleaseLockWithContext(context.WithoutCancel(ctx), r.lock, WithBestEffort())
-		case errors.As(r.err, &te):
-			timeouts++
-		case ctx.Err() == nil && wctx.Err() != nil && errors.Is(r.err, context.Canceled):
-			// Stopped by us after a win or a failure.
-		case failed == nil:
-			failed = r.err
-			cancel()
-		}
-	}
-	switch {
-	case won != nil:
-		return won, nil
-	case failed != nil:
-		return nil, failed
-	default: // every slot's wait ran out
-		return nil, notGranted(&TimeoutError{Age: time.Since(start)}, "semaphore %q: all %d slots stayed held (%d waits ran out)", s.name, s.size, timeouts)
-	}
+	return locks[0], nil
 }

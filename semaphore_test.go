@@ -2,6 +2,8 @@ package dynamolock_test
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
 // semOpts: a 3 s lease renewed every 500 ms.
@@ -144,8 +147,10 @@ func TestSemaphoreFailIfLockedAndCost(t *testing.T) {
 	require.Equal(t, "jobs#1", won.PartitionKey())
 	require.NoError(t, won.Err())
 	require.Equal(t, 1, m.Stats().HeldLocks, "no extra slot is left held")
-	// probe 3 + one first write per slot 3 + the win 1
-	require.Equal(t, 7, calls["UpdateItem"])
+	// probe 3 + the win 1: one wait watches every slot, and the probe's
+	// failed writes already told it each slot's holder (the wait with a
+	// goroutine per slot wrote every slot once more: 7)
+	require.Equal(t, 4, calls["UpdateItem"])
 }
 
 // A dead holder's slot is taken over once its lease has run out.
@@ -170,4 +175,117 @@ func TestSemaphoreDeadHolder(t *testing.T) {
 	require.Less(t, time.Since(diedAt), semLease+200*time.Millisecond+slack)
 	require.True(t, closedWithin(la.Done(), slack))
 	require.Greater(t, lb.FencingToken(), la.FencingToken())
+}
+
+var semFairDuration = flag.Duration("semfair.duration", 8*time.Second, "how long TestSemaphoreFairness runs each mode")
+
+// jain is Jain's fairness index of xs: 1 when all are equal, 1/n when one
+// gets everything.
+func jain(xs []int64) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum += float64(x)
+		sq += float64(x) * float64(x)
+	}
+	if sq == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(xs)) * sq)
+}
+
+// Five clients (five owners) loop on a semaphore of 2 (acquire, hold
+// 50 ms, release, acquire again at once) for a fixed time. With
+// WithFairness each gets about the same number of sections; without it
+// the split is logged.
+func TestSemaphoreFairness(t *testing.T) {
+	const clients, size = 5, 2
+	for _, fair := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
+			table := newTable(t, "")
+			db, _ := newDB(t)
+			ctx, cancel := context.WithTimeout(context.Background(), *semFairDuration)
+			defer cancel()
+			counts := make([]int64, clients)
+			var holders, maxHolders atomic.Int64
+			var wg sync.WaitGroup
+			for i := range clients {
+				c := newClient(t, db, table, semOpts...)
+				sem, err := c.NewSemaphore("fair", size)
+				require.NoError(t, err)
+				opts := []dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(100 * time.Millisecond)}
+				if fair {
+					opts = append(opts, dynamolock.WithFairness())
+				}
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						l, err := sem.Acquire(ctx, opts...)
+						if err != nil {
+							if ctx.Err() == nil {
+								t.Errorf("client %d: %v", i, err)
+							}
+							return
+						}
+						n := holders.Add(1)
+						for m := maxHolders.Load(); n > m && !maxHolders.CompareAndSwap(m, n); m = maxHolders.Load() {
+						}
+						time.Sleep(50 * time.Millisecond) // the work done in the section
+						holders.Add(-1)
+						if l.Err() == nil {
+							counts[i]++
+						}
+						_, _ = c.ReleaseLockWithContext(context.WithoutCancel(ctx), l)
+					}
+				})
+			}
+			wg.Wait()
+			idx := jain(counts)
+			t.Logf("fair=%v, %d clients, semaphore of %d, %s: sections per client %v, Jain's index %.3f",
+				fair, clients, size, *semFairDuration, counts, idx)
+			require.LessOrEqual(t, maxHolders.Load(), int64(size))
+			if fair {
+				require.GreaterOrEqual(t, idx, 0.9, "sections per client %v", counts)
+			}
+		})
+	}
+}
+
+func TestSemaphoreFairnessInput(t *testing.T) {
+	db, cc := newDB(t)
+	c := newClient(t, db, "no-such-table", semOpts...)
+	sem, err := c.NewSemaphore("jobs", 2)
+	require.NoError(t, err)
+	_, err = sem.Acquire(context.Background(), dynamolock.WithFairness(), dynamolock.FailIfLocked())
+	require.ErrorIs(t, err, dynamolock.ErrInvalidArgument)
+	require.ErrorContains(t, err, "FailIfLocked", "names the option the caller gave")
+	plain := newClient(t, itemOnly{db}, "no-such-table", semOpts...)
+	psem, err := plain.NewSemaphore("jobs", 2)
+	require.NoError(t, err)
+	_, err = psem.Acquire(context.Background(), dynamolock.WithFairness())
+	require.ErrorIs(t, err, dynamolock.ErrUnsupportedOperation)
+	require.Zero(t, cc.total(), "no DynamoDB call")
+}
+
+// The answer to the write on the first slot tried is lost (the write
+// landed): the wait goes on to the other slot and takes it, and the first
+// slot's write is released again, so the caller holds one slot.
+func TestSemaphoreLostAnswerOnOneSlot(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	lose := &faults.Rule{Op: "UpdateItem", Times: 1, LoseAnswer: true}
+	c := newClient(t, faults.Wrap(db, lose), table, semOpts...)
+	sem, err := c.NewSemaphore("jobs", 2)
+	require.NoError(t, err)
+	l, err := sem.Acquire(context.Background())
+	require.NoError(t, err, "a lost answer on one slot does not fail the call")
+	require.Equal(t, 1, c.Stats().HeldLocks)
+	held := 0
+	for _, k := range []string{"jobs#0", "jobs#1"} {
+		item := rawItem(t, db, table, keyOf(k))
+		_, released := item["isReleased"]
+		if !released {
+			held++
+			require.Equal(t, l.PartitionKey(), k)
+		}
+	}
+	require.Equal(t, 1, held, "the other slot's write was released again")
 }

@@ -1,0 +1,102 @@
+package dynamolock
+
+import (
+	"time"
+	"unicode/utf8"
+)
+
+// acquireOptions applies opts over the defaults, checks them, and resolves
+// the defaults that depend on the client, once per call. untilCtx: the
+// call waits as long as ctx allows unless WithAdditionalTimeToWaitForLock
+// was given.
+func (c *Client) acquireOptions(opts []AcquireLockOption, untilCtx bool) (*acquireLockOptions, error) {
+	o := newAcquireLockOptions(opts)
+	if err := c.checkAcquireOptions(o); err != nil {
+		return nil, err
+	}
+	if o.refreshJitter == -1 {
+		o.refreshJitter = o.refreshPeriod / 10
+	}
+	if o.lease == 0 {
+		o.lease = c.leaseDuration
+	}
+	o.sortKey, _ = c.resolveSortKey(o.sortKey) // checked above
+	if untilCtx && !o.additionalTimeToWaitSet {
+		o.additionalTimeToWait = forever
+	}
+	return o, nil
+}
+
+// forever is the additional wait of a call bounded only by its context.
+const forever = time.Duration(1<<63 - 1)
+
+// checkAcquireOptions reports what is wrong with o, as the caller gave it;
+// it changes nothing.
+func (c *Client) checkAcquireOptions(o *acquireLockOptions) error {
+	if o.refreshPeriod <= 0 {
+		return invalid("WithRefreshPeriod", o.refreshPeriod, "must be positive")
+	}
+	if o.additionalTimeToWait < 0 {
+		return invalid("WithAdditionalTimeToWaitForLock", o.additionalTimeToWait, "must not be negative")
+	}
+	if o.refreshJitter != -1 && (o.refreshJitter < 0 || o.refreshJitter > o.refreshPeriod) {
+		return invalid("WithRefreshJitter", o.refreshJitter, "must lie between 0 and the refresh period %s", o.refreshPeriod)
+	}
+	lease := o.lease
+	switch {
+	case lease == 0:
+		lease = c.leaseDuration
+	case lease < 0:
+		return invalid("WithLockLease", o.lease, "must be positive")
+	case c.heartbeatPeriod > 0 && lease/2 < c.heartbeatPeriod:
+		return invalid("WithLockLease", o.lease, "must be at least twice %s", c.heartbeatPeriodText())
+	}
+	if _, err := c.resolveSortKey(o.sortKey); err != nil {
+		return err
+	}
+	for name := range o.additionalAttributes {
+		if name == "" {
+			return invalid("WithAdditionalAttributes", name, "attribute names must not be empty")
+		}
+		if c.schema.reserved(name) {
+			return invalid("WithAdditionalAttributes", name, "is an attribute the lock itself uses")
+		}
+		if o.additionalAttributes[name] == nil {
+			return invalid("WithAdditionalAttributes", name, "has a nil value")
+		}
+	}
+	if o.fair && o.failIfLocked {
+		return invalid("WithFairness", "FailIfLocked", "cannot be combined with FailIfLocked: a fair acquisition waits its turn")
+	}
+	if m := o.sessionMonitor; m != nil {
+		if err := c.validateSessionMonitor(m, lease); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkKey reports what is wrong with acquiring key with the resolved o.
+func (c *Client) checkKey(key string, o *acquireLockOptions) error {
+	if err := validateKey(key); err != nil {
+		return err
+	}
+	return c.validateItemSize("WithData", key, o.sortKey, o.data, o.additionalAttributes)
+}
+
+// resolveSortKey returns the sort key value of a lock: v when given, else
+// the client's default; an error when the client has no sort key to give v
+// to, or has no default where v is missing, or v is not a valid value.
+func (c *Client) resolveSortKey(v *string) (*string, error) {
+	switch {
+	case v == nil && c.sortKeyName != "" && c.sortKey == nil:
+		return nil, invalid("WithSortKey value", "", "gives the client's sort key %q no default value: every acquisition must give one with WithSortKeyValue", c.sortKeyName)
+	case v == nil:
+		return c.sortKey, nil
+	case c.sortKeyName == "":
+		return nil, invalid("WithSortKeyValue", *v, "needs a client with a sort key: name it with WithSortKey")
+	case *v == "" || len(*v) > maxSortKeyBytes || !utf8.ValidString(*v):
+		return nil, invalid("WithSortKeyValue", *v, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)
+	}
+	return v, nil
+}

@@ -1,0 +1,439 @@
+package dynamolock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The engine's DynamoDB calls, all through the call layer (calls.go):
+// updateItem (the acquiring write, a fair queue's writes, the undo), read
+// (watch.go) and transactWriteItems.
+
+// updateItem sends one UpdateItem of the engine.
+func (a *acquisition) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return a.c.updateItem(ctx, in)
+}
+
+// transactWriteItems sends the transaction of a multi-key acquisition, or
+// of a fair semaphore's write to a slot beside its queue.
+func (a *acquisition) transactWriteItems(ctx context.Context, items []types.TransactWriteItem) error {
+	feature := "AcquireLocks"
+	if a.mode == modeAny {
+		feature = "Semaphore.Acquire with WithFairness"
+	}
+	_, err := a.c.transactWriteItems(ctx, feature, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	return err
+}
+
+// write sends the acquiring UpdateItem of w's key, as w.next says. It
+// returns the new lock, or updates w with what the answer showed, or
+// returns the error that ends the call.
+func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
+	c := a.c
+	d := w.next
+	rvn := newRVN()
+	// One instant for the stored expiry and this holder's lease, taken
+	// before the send: the holder's lease never ends later than what it
+	// wrote, nor later than any observer's.
+	sent := time.Now()
+	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, d.queue, sent)
+	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
+	a.attempts[rvn] = at
+	c.inflight.Store(rvn, struct{}{})
+	w.endsBefore = c.wakeups.ended.Load()
+	out, err := a.updateItem(ctx, in)
+	if err == nil {
+		item := wrote.after(in.Key, out.Attributes)
+		if !time.Now().Before(sent.Add(at.lease)) {
+			// The answer came after the lease it granted ran out (a pause):
+			// take the item anew rather than return a lock already lost.
+			return nil, a.learn(ctx, w, item, nil)
+		}
+		l, err := a.adoptItem(ctx, w, item, at)
+		if err != nil {
+			return nil, err
+		}
+		return []*Lock{l}, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	isCCF := errors.As(err, &ccf)
+	if isCCF && !carriesRVN(ccf.Item, rvn) && !mayHaveLanded(err) || !isCCF && surelyNotApplied(err) {
+		// Rejected, and no earlier attempt of this call (an SDK retry) is
+		// in the item or failed without an answer: it did not land.
+		at.unsure = false
+		a.attempts[rvn] = at
+	}
+	switch {
+	case isCCF && len(ccf.Item) > 0:
+		return nil, a.learn(ctx, w, ccf.Item, nil)
+	case isCCF:
+		// No item came back: there is none, or an emulator does not return
+		// it. Only WithAcquireOnlyIfLockAlreadyExists fails on a missing
+		// item, and then it is missing.
+		w.v = view{known: a.o.onlyIfLockAlreadyExist, absent: a.o.onlyIfLockAlreadyExist}
+		w.dirty = true
+		return nil, nil
+	}
+	// The write may have landed: nothing is known of the item until read.
+	w.forget()
+	return nil, a.failed(ctx, w, err)
+}
+
+// transact sends the one transaction that takes every key, each as its
+// watch's decision says (a takeover where it is stale). It returns the
+// locks, or updates the watches with what the answer showed, or returns
+// the error that ends the call.
+func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
+	c := a.c
+	rvn := newRVN()
+	sent := time.Now() // one instant for the stored expiries and the locks' leases
+	items := make([]types.TransactWriteItem, len(a.watches))
+	for i, w := range a.watches {
+		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(w.key, w.sortKey, a.o, rvn, w.next.takeover, nil, sent))}
+	}
+	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: a.watches}
+	a.attempts[rvn] = at
+	c.inflight.Store(rvn, struct{}{})
+	err := a.transactWriteItems(ctx, items)
+	if err == nil {
+		return a.adoptAll(ctx, rvn, at)
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || len(tce.CancellationReasons) != len(a.watches) {
+		if surelyNotApplied(err) {
+			at.unsure = false
+			a.attempts[rvn] = at
+		}
+		return nil, a.failedAll(ctx, err)
+	}
+	// Cancelled: nothing was written, unless an earlier attempt of this
+	// call (an SDK retry) failed without an answer: then the items tell.
+	if !mayHaveLanded(err) {
+		at.unsure = false
+		a.attempts[rvn] = at
+	}
+	held, conflict := false, false
+	for i, r := range tce.CancellationReasons {
+		w := a.watches[i]
+		switch aws.ToString(r.Code) {
+		case "", "None":
+		case "ConditionalCheckFailed":
+			held = true
+			if len(r.Item) > 0 {
+				if err := a.learn(ctx, w, r.Item, nil); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if a.o.onlyIfLockAlreadyExist {
+				return nil, notGranted(nil, "key %q has no lock item and WithAcquireOnlyIfLockAlreadyExists was given", w.key)
+			}
+			// No item came back with the failure: learn it by reading.
+			item, err := a.read(ctx, w)
+			if err := a.learn(ctx, w, item, err); err != nil {
+				return nil, err
+			}
+		case "TransactionConflict":
+			conflict = true
+		default: // throttling, validation, capacity: the error says it
+			return nil, a.failedAll(ctx, err)
+		}
+	}
+	switch {
+	case held:
+		return nil, nil
+	case conflict:
+		// Another write to one of the items was in progress. Nothing is
+		// known about the holders; read them after a pause.
+		return nil, a.failedAll(ctx, fmt.Errorf("%w: %w", errTransactionConflict, err))
+	}
+	return nil, a.failedAll(ctx, err)
+}
+
+// writeBeside acquires w's slot of a fair semaphore whose queue lives on
+// another slot's item: one transaction of the acquiring update and the
+// queue's part (this waiter's entry and dead ones removed, or the queue
+// checked empty), so that the order of the queue holds across slots. A
+// transaction cannot return the new item: it is read back.
+func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error) {
+	c, d, q := a.c, w.next, a.semFair
+	rvn := newRVN()
+	sent := time.Now()
+	in, _ := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent)
+	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
+	a.attempts[rvn] = at
+	c.inflight.Store(rvn, struct{}{})
+	w.endsBefore = c.wakeups.ended.Load()
+	err := a.transactWriteItems(ctx, []types.TransactWriteItem{
+		{Update: transactUpdate(in)}, d.queue.onItem(c, c.itemKeyOf(q.key, q.sortKey)),
+	})
+	if err == nil {
+		rec, err := a.readBack(ctx, w, rvn)
+		if err != nil {
+			return nil, err // undo releases the slot
+		}
+		l, err := a.adoptRecord(ctx, w, rec, at)
+		if err != nil {
+			return nil, err
+		}
+		return []*Lock{l}, nil
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || len(tce.CancellationReasons) != 2 {
+		if surelyNotApplied(err) {
+			at.unsure = false
+			a.attempts[rvn] = at
+		}
+		w.forget()
+		return nil, a.failed(ctx, w, err)
+	}
+	if !mayHaveLanded(err) {
+		at.unsure = false
+		a.attempts[rvn] = at
+	}
+	conflict := false
+	for i, r := range tce.CancellationReasons {
+		x := []*watch{w, q}[i]
+		switch aws.ToString(r.Code) {
+		case "", "None":
+		case "ConditionalCheckFailed":
+			if len(r.Item) == 0 {
+				x.forget() // read it
+				continue
+			}
+			if err := a.learn(ctx, x, r.Item, nil); err != nil {
+				return nil, err
+			}
+		case "TransactionConflict":
+			conflict = true
+		default:
+			w.forget()
+			return nil, a.failed(ctx, w, err)
+		}
+	}
+	if conflict {
+		w.forget()
+		return nil, a.failed(ctx, w, fmt.Errorf("%w: %w", errTransactionConflict, err))
+	}
+	return nil, nil
+}
+
+// failedAll handles a failed transaction: every key's item is unknown.
+func (a *acquisition) failedAll(ctx context.Context, err error) error {
+	for _, w := range a.watches {
+		w.forget()
+	}
+	if err := a.failed(ctx, a.watches[0], err); err != nil {
+		return err
+	}
+	for _, w := range a.watches {
+		w.v.failed = err
+	}
+	return nil
+}
+
+// undo releases every write of this call that may have landed, so that a
+// call that gives up leaves no item held by nobody: per key, one
+// UpdateItem conditioned on this owner and those RVNs, best effort, within
+// ctx (the caller bounds it, even when the acquisition's own ctx has
+// ended). A transaction's writes are undone key by key.
+func (a *acquisition) undo(ctx context.Context) {
+	byKey := make(map[*watch][]string)
+	var order []*watch
+	for rvn, at := range a.attempts {
+		if !at.unsure {
+			continue
+		}
+		for _, w := range at.on {
+			if byKey[w] == nil {
+				order = append(order, w)
+			}
+			byKey[w] = append(byKey[w], rvn)
+		}
+		delete(a.attempts, rvn)
+		a.c.inflight.Delete(rvn)
+	}
+	for _, w := range order {
+		a.release(ctx, w, byKey[w])
+	}
+}
+
+// release marks w's item released if it still carries one of rvns.
+func (a *acquisition) release(ctx context.Context, w *watch, rvns []string) {
+	c := a.c
+	b := newExprBuilder()
+	in := b.value(":u0", attrS(rvns[0]))
+	for i, rvn := range rvns[1:] {
+		in += ", " + b.value(":u"+strconv.Itoa(i+1), attrS(rvn))
+	}
+	cond := ownerCondition(b, c.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
+	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b)
+	_, err := a.updateItem(ctx, c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond))
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
+			slogKey(w.key), slogErr(err))
+	}
+}
+
+// acquireInput is the acquiring UpdateItem of acquireWrite.
+func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) *dynamodb.UpdateItemInput {
+	in, _ := c.acquireWrite(key, sortKey, o, rvn, takeover, q, sent)
+	return in
+}
+
+// acquireWrite builds the single UpdateItem that acquires a free or released
+// item, or takes over one whose RVN is takeover, and the record of what it
+// writes. It bumps the fencing token, and on failure returns the current
+// item (ReturnValuesOnConditionCheckFailure) so that no read is needed to
+// learn who holds it. On success DynamoDB returns the item as it was before
+// (ReturnValues ALL_OLD: nothing, for a free key), and the client builds
+// the new item from it and what it wrote. sent is the instant the lease
+// counts from.
+func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
+	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4+len(o.additionalAttributes)), tokenBase: uint64(sent.UnixMicro())}
+	b := newExprBuilder()
+	w.set[attrOwnerName] = attrS(c.ownerName)
+	w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
+	w.set[attrRVN] = attrS(rvn)
+	set := "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", w.set[attrOwnerName]) +
+		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", w.set[attrLeaseDuration]) +
+		", " + b.name("#v", attrRVN) + " = " + b.value(":v", w.set[attrRVN])
+	remove := " REMOVE " + b.name("#r", attrIsReleased) + c.removeStaleExpiry(b)
+	w.remove = append(w.remove, attrIsReleased)
+	if c.clockSkewBound <= 0 {
+		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
+	}
+	data := &types.AttributeValueMemberB{Value: o.data}
+	// The lock keeps a copy: the caller may reuse its slice.
+	kept := func() types.AttributeValue { return &types.AttributeValueMemberB{Value: bytes.Clone(o.data)} }
+	switch {
+	case o.replaceData && o.data == nil:
+		remove += ", " + b.name("#d", attrData)
+		w.remove = append(w.remove, attrData)
+	case o.replaceData:
+		set += ", " + b.name("#d", attrData) + " = " + b.value(":d", data)
+		w.set[attrData] = kept()
+	case o.data != nil:
+		set += ", #d = if_not_exists(" + b.name("#d", attrData) + ", " + b.value(":d", data) + ")"
+		w.dataIfAbsent = kept()
+	}
+	i := 0
+	for name, v := range o.additionalAttributes {
+		n, vv := "#a"+strconv.Itoa(i), ":a"+strconv.Itoa(i)
+		set += ", " + b.name(n, name) + " = " + b.value(vv, v)
+		w.set[name] = v
+		i++
+	}
+	// The fencing token goes up by one on every acquisition. A new item
+	// starts from the current time in microseconds rather than from zero, so
+	// that tokens keep increasing when an item is deleted (on release or by
+	// TTL) and created again, and an owner's token never names two
+	// acquisitions of one key.
+	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
+		b.value(":base", attrN(w.tokenBase)) + ") + " + b.value(":one", attrN(1))
+	set += c.expirySets(b, sent, o.lease, rvn)
+	for alias, attr := range map[string]string{":x": attrLeaseExpiresAt, ":xr": attrLeaseExpiresRVN, ":t": c.ttlAttribute} {
+		if v, ok := b.values[alias]; ok {
+			w.set[attr] = v
+		}
+	}
+
+	cond := "attribute_not_exists(" + b.name("#pk", c.partitionKeyName) + ") OR attribute_exists(#r)"
+	if takeover != "" {
+		cond += " OR #v = " + b.value(":stale", attrS(takeover))
+	}
+	if o.onlyIfLockAlreadyExist {
+		cond = "attribute_exists(#pk) AND (" + cond + ")"
+	}
+	if q != nil {
+		cond, remove = q.expr(b, cond, remove)
+		w.queueRemove = q.remove
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.tableName),
+		Key:                                 c.itemKeyOf(key, sortKey),
+		UpdateExpression:                    aws.String(set + remove),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            b.names,
+		ExpressionAttributeValues:           b.valuesOrNil(),
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, w
+}
+
+// acquiredItem is what an acquiring write writes, to build the new item
+// from the old one.
+type acquiredItem struct {
+	set          map[string]types.AttributeValue
+	dataIfAbsent types.AttributeValue // data, where the item has none
+	remove       []string
+	queueRemove  []string // entries removed from the fair queue
+	tokenBase    uint64   // the fencing token of an item that has none
+}
+
+// after is the item as the write left it, given key and the item before
+// (nil or empty when there was none).
+func (w *acquiredItem) after(key, old map[string]types.AttributeValue) map[string]types.AttributeValue {
+	item := make(map[string]types.AttributeValue, len(old)+len(w.set)+3)
+	maps.Copy(item, old)
+	maps.Copy(item, key)
+	for _, name := range w.remove {
+		delete(item, name)
+	}
+	if _, ok := item[attrData]; !ok && w.dataIfAbsent != nil {
+		item[attrData] = w.dataIfAbsent
+	}
+	maps.Copy(item, w.set)
+	token, err := uintAttr(old, attrFencingToken)
+	switch _, had := old[attrFencingToken]; {
+	case err != nil || token == math.MaxUint64:
+		// DynamoDB added one to a number this client cannot read: so
+		// cannot the lock (decoding the item fails, as it would have).
+		item[attrFencingToken] = attrS("unreadable")
+	case had:
+		item[attrFencingToken] = attrN(token + 1)
+	default:
+		item[attrFencingToken] = attrN(w.tokenBase + 1)
+	}
+	if q, ok := item[attrFairQueue].(*types.AttributeValueMemberM); ok && len(w.queueRemove) > 0 {
+		left := maps.Clone(q.Value)
+		for _, id := range w.queueRemove {
+			delete(left, id)
+		}
+		item[attrFairQueue] = &types.AttributeValueMemberM{Value: left}
+	}
+	return item
+}
+
+// carriesRVN reports whether item's record version number is rvn, whether
+// or not the rest of it can be decoded.
+func carriesRVN(item map[string]types.AttributeValue, rvn string) bool {
+	v, ok := item[attrRVN].(*types.AttributeValueMemberS)
+	return ok && v.Value == rvn
+}
+
+// transactUpdate turns the UpdateItem that acquires one key into the same
+// update inside a transaction (which cannot return the new item).
+func transactUpdate(in *dynamodb.UpdateItemInput) *types.Update {
+	return &types.Update{
+		TableName:                           in.TableName,
+		Key:                                 in.Key,
+		UpdateExpression:                    in.UpdateExpression,
+		ConditionExpression:                 in.ConditionExpression,
+		ExpressionAttributeNames:            in.ExpressionAttributeNames,
+		ExpressionAttributeValues:           in.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}

@@ -1,0 +1,151 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// adopt turns the write of this call that w's item shows into held, registered
+// locks: w's own item, or, for a transaction, every key's, read back.
+func (a *acquisition) adopt(ctx context.Context, w *watch, at attempt) ([]*Lock, error) {
+	if a.mode == modeAll {
+		return a.adoptAll(ctx, w.v.rec.rvn, at)
+	}
+	l, err := a.adoptItem(ctx, w, w.v.raw, at)
+	if err != nil {
+		return nil, err
+	}
+	return []*Lock{l}, nil
+}
+
+// adoptItem turns an item this call wrote into a held, registered lock.
+// An item that landed but cannot be decoded is released again (undo):
+// nobody could use it. Writes of this call on other keys (a semaphore's
+// slots) that may have landed are released again.
+func (a *acquisition) adoptItem(ctx context.Context, w *watch, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
+	rec, err := a.c.schema.decodeItem(item)
+	if err != nil {
+		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; it is released again", w.key)
+	}
+	return a.adoptRecord(ctx, w, rec, at)
+}
+
+// adoptRecord is adoptItem for the item rec decoded.
+func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
+	c := a.c
+	l := a.newLock(w, rec, at)
+	// Registered before its RVN leaves inflight, so that a waiter here that
+	// sees the item always finds the lock held or in flight here (sleep).
+	err := c.register(ctx, l)
+	for rvn, at := range a.attempts {
+		if len(at.on) == 1 && at.on[0] == w {
+			delete(a.attempts, rvn) // nothing to undo on w: the lock is held, or register ended it
+			c.inflight.Delete(rvn)
+		}
+	}
+	if len(a.attempts) > 0 {
+		// Another slot's write whose answer was lost: release it again, so
+		// that this call holds one slot.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		a.undo(cctx)
+		cancel()
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.observations.forget(w.regKey)
+	l.log(slog.LevelInfo, "lock acquired", slogDuration("waited", time.Since(a.start)))
+	return l, nil
+}
+
+// adoptAll reads back every key a committed transaction wrote (its RVN
+// rvn) and registers the locks. The reads give each lock its fencing token
+// and the item's data and attributes. If they fail, the call gives up and
+// undo releases every key.
+func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*Lock, error) {
+	c := a.c
+	locks := make([]*Lock, len(a.watches))
+	for i, w := range a.watches {
+		rec, err := a.readBack(ctx, w, rvn)
+		if err != nil {
+			var lng *LockNotGrantedError
+			if errors.As(err, &lng) {
+				return nil, err
+			}
+			return nil, notGranted(err, "%s were taken but could not be read back; released", a.what)
+		}
+		locks[i] = a.newLock(w, rec, at)
+		if sm := a.o.sessionMonitor; sm != nil {
+			own := *sm // a monitor's state belongs to one lock
+			locks[i].monitor = &own
+		}
+	}
+	if !time.Now().Before(at.sent.Add(at.lease)) {
+		// The read-backs ended after the lease the transaction granted ran
+		// out (a pause, slow reads): another acquisition may have taken a
+		// key over since its read. Take the items anew rather than return
+		// locks already lost; undo covers the call if it gives up.
+		for _, w := range a.watches {
+			w.forget()
+		}
+		return nil, nil
+	}
+	clear(a.attempts) // from here on the locks release themselves
+	c.inflight.Delete(rvn)
+	for i, l := range locks {
+		if err := c.register(ctx, l); err != nil {
+			// register released l itself; release the others, registered
+			// or not, so the caller holds nothing.
+			rctx := context.WithoutCancel(ctx)
+			for j, o := range locks {
+				if j != i {
+					_, _ = c.releaseLock(rctx, o, &releaseLockOptions{bestEffort: true})
+				}
+			}
+			return nil, err
+		}
+		c.observations.forget(l.regKey())
+	}
+	c.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", time.Since(a.start)))
+	return locks, nil
+}
+
+// readBack reads the item of w's key right after this call wrote rvn into
+// it, retrying transient failures within the wait.
+func (a *acquisition) readBack(ctx context.Context, w *watch, rvn string) (*lockRecord, error) {
+	for {
+		item, err := a.read(ctx, w)
+		if err == nil {
+			rec, err := a.c.schema.decodeItem(item)
+			if err != nil {
+				return nil, err
+			}
+			if rec.owner != a.c.ownerName || rec.rvn != rvn {
+				return nil, fmt.Errorf("key %q changed hands right after the transaction", w.key)
+			}
+			return rec, nil
+		}
+		if err := a.failed(ctx, w, err); err != nil {
+			return nil, err
+		}
+		if !time.Now().Before(a.deadlineFor(w)) {
+			return nil, w.v.failed
+		}
+		if err := a.c.pause(ctx, a.o.refreshPeriod, nil, a.what); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (a *acquisition) newLock(w *watch, rec *lockRecord, at attempt) *Lock {
+	l := newHeldLock(a.c, w.key, w.sortKey, rec, at.sent)
+	l.leaseEnd = at.sent.Add(at.lease)
+	l.deleteOnRelease = a.o.deleteLockOnRelease
+	l.monitor = a.o.sessionMonitor
+	return l
+}

@@ -1,0 +1,186 @@
+package dynamolock
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// watch is what an acquisition knows of one of its keys: the item as last
+// seen, the next step decided for it, its place in a fair queue, and what
+// its waits need.
+type watch struct {
+	key     string
+	sortKey *string
+	regKey  string
+	v       view
+	next    decision
+	dirty   bool       // v changed since next was decided
+	fair    *fairState // WithFairness on this key; nil otherwise
+	// firstLease is the lease of the first holder seen (0 before): it
+	// sets the acquisition's deadline.
+	firstLease time.Duration
+	// endsBefore is the client's count of ended locks before the last
+	// call on the key (see sleep).
+	endsBefore uint64
+	skipped    string // the RVN for which sleep last skipped its wait
+	hands      hands
+	out        bool // a semaphore slot whose wait ended
+	woken      bool // the last sleep ended because a lock on the key ended here
+}
+
+// hands counts the times a key changed hands while an acquisition waited:
+// a live holder other than the last one seen (another owner, or another
+// acquisition of the same owner: a new fencing token).
+type hands struct {
+	seen    bool
+	owner   string
+	token   uint64
+	changes int
+}
+
+func (h *hands) observe(rec *lockRecord) {
+	if rec == nil || rec.released {
+		return
+	}
+	if h.seen && (h.owner != rec.owner || h.token != rec.fencingToken) {
+		h.changes++
+	}
+	h.seen, h.owner, h.token = true, rec.owner, rec.fencingToken
+}
+
+// learn records what an answer showed of w's item: item as read or
+// returned by a failed condition, or err when the call failed.
+func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types.AttributeValue, err error) error {
+	w.dirty = true
+	if err != nil {
+		return a.failed(ctx, w, err)
+	}
+	v := &w.v
+	*v = view{known: true, raw: item, absent: len(item) == 0}
+	if v.absent {
+		return nil
+	}
+	now := time.Now()
+	if v.rec, v.bad = a.c.schema.decodeItem(item); v.bad == nil && !v.rec.released {
+		v.seen = a.c.observations.observe(w.regKey, v.rec.rvn, now)
+		if _, ours := a.attempts[v.rec.rvn]; !ours {
+			w.hands.observe(v.rec)
+		}
+	}
+	if a.holdsQueue(w) {
+		ws, _, _ := queueOf(item)
+		a.fairOf(w).observe(ws, now)
+	}
+	return nil
+}
+
+// forget marks w's item unknown after a call that may have changed it.
+func (w *watch) forget() {
+	w.v = view{}
+	w.dirty = true
+}
+
+// read is the engine's one consistent read of a key's item.
+func (a *acquisition) read(ctx context.Context, w *watch) (map[string]types.AttributeValue, error) {
+	c := a.c
+	w.endsBefore = c.wakeups.ended.Load()
+	item, err := c.getItem(ctx, c.itemKeyOf(w.key, w.sortKey))
+	if err != nil {
+		return nil, err
+	}
+	if item == nil {
+		return map[string]types.AttributeValue{}, nil
+	}
+	return item, nil
+}
+
+// sleep waits until the earliest read any key is due, or until a lock on
+// a waited key ends here, and returns the keys due now.
+//
+// While a key's item is held by this client, or written by one of its
+// acquisitions still waiting for the answer, a release or loss of that
+// lock here ends the wait at once (same-process hand-over). When the item
+// names this client's owner but neither holds: if a lock ended here since
+// the call that showed it, that may have been it, so that key is due at
+// once; otherwise the holder is another client with the same owner name,
+// polled as usual.
+func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
+	c := a.c
+	var notify chan struct{}
+	type watched struct {
+		w  *watch
+		ch <-chan struct{}
+	}
+	var chans []watched
+	var wake time.Time
+	var due []*watch
+	for _, w := range a.watches {
+		w.woken = false
+		if w.out || w.next.step != stepRead {
+			continue
+		}
+		if wake.IsZero() || w.next.at.Before(wake) {
+			wake = w.next.at
+		}
+		if rec := w.v.rec; rec != nil && rec.owner == c.ownerName {
+			if notify == nil {
+				notify = make(chan struct{}, 1)
+			}
+			// Watch first: a lock here that ends from now on wakes this
+			// wait (end takes it out of the registry, then wakes the
+			// key's watchers).
+			ch, unwatch := c.wakeups.watch(w.regKey, notify)
+			defer unwatch()
+			chans = append(chans, watched{w, ch})
+			// The count is the client's, over every key: skip the wait
+			// once per RVN at most, or a holder elsewhere with this owner
+			// name would be polled without pause while this client's
+			// other locks come and go.
+			if !a.heldHere(w, rec.rvn) && c.wakeups.ended.Load() != w.endsBefore && w.skipped != rec.rvn {
+				w.skipped = rec.rvn
+				due = append(due, w)
+			}
+		}
+	}
+	if len(due) > 0 {
+		return due, nil
+	}
+	if wake.IsZero() {
+		wake = time.Now().Add(a.o.refreshPeriod) // no key waits for a read: not reached
+	}
+	var woken <-chan struct{}
+	if notify != nil {
+		woken = notify
+	}
+	if err := c.pause(ctx, time.Until(wake), woken, a.what); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	for _, x := range chans {
+		select {
+		case <-x.ch:
+			x.w.woken = true
+			due = append(due, x.w)
+		default:
+		}
+	}
+	for _, w := range a.watches {
+		if !w.out && w.next.step == stepRead && !w.woken && !now.Before(w.next.at) {
+			due = append(due, w)
+		}
+	}
+	return due, nil
+}
+
+// heldHere reports whether this client holds w's key, or an acquisition
+// of it here wrote rvn and is waiting for the answer (the lock is then
+// registered before rvn leaves inflight).
+func (a *acquisition) heldHere(w *watch, rvn string) bool {
+	if a.c.heldLock(w.regKey) != nil {
+		return true
+	}
+	_, ok := a.c.inflight.Load(rvn)
+	return ok
+}
