@@ -74,8 +74,9 @@ reliability:
 
 # make simulate: SIM_SEEDS seeds (default 1000) of the deterministic
 # simulation (internal/sim, docs/SIMULATION.md); no DynamoDB Local needed.
-# The full log goes to .cache/simulate.log; the last line printed is the
-# summary. `make test` runs a few seconds of it.
+# The full log goes to .cache/simulate.log; printed: one line per violating
+# (or hung) seed with the command that replays it, then the summary. `make
+# test` runs a few seconds of it.
 SIM_SEEDS ?= 1000
 SIM_BASE  ?= 1
 SIM_FLAGS ?=
@@ -84,7 +85,7 @@ simulate:
 	@mkdir -p .cache && rm -f .cache/simulate.txt
 	@$(GO) test -count=1 -timeout 0 ./internal/sim -run '^TestSimulation$$' -sim.seeds=$(SIM_SEEDS) -sim.base=$(SIM_BASE) \
 		-sim.budget=0 -sim.summary=$(CURDIR)/.cache/simulate.txt $(SIM_FLAGS) > .cache/simulate.log 2>&1; status=$$?; \
-	grep -E '^ +sim_test.go:[0-9]+: seed [0-9]+: ' .cache/simulate.log | head -20; \
+	grep -aE '^( +sim_test.go:[0-9]+: seed [0-9]+: |FAIL: seed [0-9]+ hung)' .cache/simulate.log | cut -c1-400; \
 	if [ $$status -ne 0 ]; then echo "details and replay commands: .cache/simulate.log"; fi; \
 	cat .cache/simulate.txt 2>/dev/null || tail -20 .cache/simulate.log; exit $$status
 

@@ -140,10 +140,12 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 	if a.mode != modeAll {
 		n = 1
 	}
-	if err := a.c.admit(ctx, n, a.o.lease, a.waitEnd(a.o.lease), a.what); err != nil {
+	admitted, err := a.c.admit(ctx, n, a.o.lease, a.waitEnd(a.o.lease), a.what)
+	if err != nil {
 		return nil, err
 	}
 	locks, err := a.run(ctx)
+	defer func() { admitted.end(err == nil) }()
 	if err != nil {
 		// One bounded wait for both clean-ups, even when ctx has ended.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)

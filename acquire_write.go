@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -251,7 +252,8 @@ func (a *acquisition) failedAll(ctx context.Context, err error) error {
 func (a *acquisition) undo(ctx context.Context) {
 	byKey := make(map[*watch][]string)
 	var order []*watch
-	for rvn, at := range a.attempts {
+	for _, rvn := range slices.Sorted(maps.Keys(a.attempts)) { // in order: one seed, one run (internal/sim)
+		at := a.attempts[rvn]
 		if !at.unsure {
 			continue
 		}

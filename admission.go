@@ -4,53 +4,160 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"time"
 )
 
 // admit makes an acquisition of n locks with lease wait while the client
-// could not renew them in time: while the renewal rate its held locks
-// need at least (one renewal per lease each), with these n added, exceeds
-// the admission fraction of the rate its heartbeat workers sustain
-// (workers / the moving average of a beat's round trip). Taking more
-// would push held locks past their lease. The wait ends when the held
-// locks' demand falls (releases, losses) or the measured rate rises, and
-// gives up at deadline (the acquisition's own: its lease plus the
-// additional time to wait, from its start) with a *LockNotGrantedError
-// matching ErrHeartbeatCapacity, or when ctx ends or the client closes.
+// could not renew them in time, and reserves their share of the
+// renewals once it lets them go; the acquisition calls the returned
+// admission's end when it ends, with whether it holds its locks then. It waits
+// while either holds:
+//
+//   - the renewal rate the held locks need at least (one renewal per lease
+//     each), plus the share of the acquisitions let go and not yet held
+//     (each counted from the moment it goes, so that many acquisitions at
+//     once cannot all pass one look at the load), plus these n, exceeds
+//     the admission fraction of the rate the heartbeat workers sustain as
+//     the scheduler measures it (see scheduler.measure). That rate is
+//     measured while the acquisitions' own writes (and their retries)
+//     compete with the heartbeats for DynamoDB, so it is what is left for
+//     heartbeats;
+//   - the heartbeat that has waited longest for a worker has less than
+//     admissionMargin of its lease left: the scheduler's margin no longer
+//     holds under the load already admitted (a burst, the acquisitions'
+//     own writes, a slower backend), whatever the rate said;
+//   - a quarter of WithHeartbeatConcurrency acquisitions (at least one)
+//     were let go in the last moments (see takeAdmitSlot): a burst of
+//     acquisitions would otherwise fill DynamoDB's queue ahead of the
+//     heartbeats, and every call's round trip, the new locks' own first
+//     writes included (their lease counts from before them), would grow
+//     with it.
+//
+// Taking more would push held locks past their lease. The wait ends when
+// the held locks' demand falls (releases, losses), the measured rate
+// rises or the backlog drains, and gives up at deadline (the
+// acquisition's own: its lease plus the additional time to wait, from its
+// start) with a *LockNotGrantedError matching ErrHeartbeatCapacity, or
+// when ctx ends or the client closes.
 //
 // Nothing is measured until a first heartbeat completes: until then every
-// acquisition is admitted. Without background heartbeats there is nothing
-// to protect.
-func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline time.Time, what string) error {
+// acquisition is admitted (and reserved). Without background heartbeats
+// there is nothing to protect.
+func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline time.Time, what string) (admission, error) {
 	if c.heartbeatPeriod <= 0 || c.heartbeatAdmission == 0 {
-		return nil
+		return admission{}, nil
 	}
+	s := c.sched
 	extra := float64(n) / lease.Seconds()
+	units := int64(math.Ceil(extra * reserveUnit))
 	waited := false
 	for {
-		demand, capacity := c.sched.load()
-		if capacity == 0 || demand+extra <= c.heartbeatAdmission*capacity {
-			return nil
+		// Reserved first, then the demand: the scheduler counts a held
+		// lock's need before it drops the lock's reservation.
+		reserved := s.reserved.Load()
+		demand, capacity, slack := s.load()
+		need := demand + float64(reserved)/reserveUnit + extra
+		if capacity == 0 || need <= c.heartbeatAdmission*capacity && slack >= admissionMargin {
+			if slot, gen, ok := s.takeAdmitSlot(time.Now()); ok {
+				if !s.reserved.CompareAndSwap(reserved, reserved+units) {
+					s.freeAdmitSlot(slot, gen)
+					continue
+				}
+				return admission{s: s, units: units, slot: slot, gen: gen}, nil
+			}
 		}
 		now := time.Now()
 		if !now.Before(deadline) {
-			return notGranted(fmt.Errorf("%w: held locks need %.0f renewals/s, the client sustains about %.0f",
-				ErrHeartbeatCapacity, demand+extra, capacity), "%s", what)
+			if need <= c.heartbeatAdmission*capacity {
+				return admission{}, notGranted(fmt.Errorf("%w: the heartbeat that waited longest had %.0f%% of its lease left (at least %.0f%% needed)",
+					ErrHeartbeatCapacity, 100*max(slack, 0), 100*admissionMargin), "%s", what)
+			}
+			return admission{}, notGranted(fmt.Errorf("%w: held locks need %.0f renewals/s, the client sustains about %.0f",
+				ErrHeartbeatCapacity, need, capacity), "%s", what)
 		}
 		if !waited {
 			waited = true
 			c.metrics.admissionWait()
 			c.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for heartbeat capacity", slog.String("what", what),
-				slog.Float64("need", demand+extra), slog.Float64("capacity", capacity))
+				slog.Float64("need", need), slog.Float64("capacity", capacity), slog.Float64("slack", slack))
 		}
 		if err := c.pause(ctx, min(deadline.Sub(now), admissionPoll), nil, what); err != nil {
-			return err
+			return admission{}, err
 		}
 	}
 }
+
+// admissionMargin is the share of its lease the most overdue queued
+// heartbeat must still have for admission control to take a new lock. At
+// the admission fraction (0.8 by default) and a steady rate, a saturated
+// scheduler sends each beat with about 1 − fraction of its lease left;
+// below this margin the rate has fallen or the admitted load is more than
+// it showed.
+const admissionMargin = 0.1
+
+// reserveUnit: reservations count in millionths of a renewal per second,
+// so that taking one back is exact.
+const reserveUnit = 1e6
 
 // admissionPoll is how often a waiting acquisition looks at the load again.
 const admissionPoll = 20 * time.Millisecond
 
 func quoteKey(key string) string { return "key " + strconv.Quote(key) }
+
+// admission is an admitted acquisition's reservation and slot; the zero
+// admission has neither.
+type admission struct {
+	s     *scheduler
+	units int64
+	slot  int
+	gen   uint64
+}
+
+// end ends the reservation and frees the slot (if it is still this
+// acquisition's), once the acquisition is over.
+func (a admission) end(held bool) {
+	if a.s == nil {
+		return
+	}
+	a.s.freeAdmitSlot(a.slot, a.gen)
+	a.s.unreserve(a.units, held)
+}
+
+// takeAdmitSlot takes one of the slots of acquisitions let go at once, if
+// one is free: never taken, freed by its acquisition's end, or taken for
+// longer than a few heartbeat round trips. By then the acquisition's first
+// write has been answered, and one that goes on waiting for a lock held
+// elsewhere mostly sleeps between reads and must not keep others out.
+func (s *scheduler) takeAdmitSlot(now time.Time) (slot int, gen uint64, ok bool) {
+	hold := admitSlotHold
+	if rtt := time.Duration(s.rttNanos.Load()); rtt > 0 {
+		hold = min(max(4*rtt, 10*time.Millisecond), time.Second)
+	}
+	t := s.at(now)
+	s.admitMu.Lock()
+	defer s.admitMu.Unlock()
+	for i := range s.admitUntil {
+		if s.admitUntil[i] <= t {
+			s.admitGen[i]++
+			s.admitUntil[i] = t + int64(hold)
+			return i, s.admitGen[i], true
+		}
+	}
+	return 0, 0, false
+}
+
+// freeAdmitSlot frees slot if it is still taken by the acquisition that
+// took it as gen.
+func (s *scheduler) freeAdmitSlot(slot int, gen uint64) {
+	s.admitMu.Lock()
+	if s.admitGen[slot] == gen {
+		s.admitUntil[slot] = 0
+	}
+	s.admitMu.Unlock()
+}
+
+// admitSlotHold is how long an admitted acquisition keeps its slot at most
+// before a heartbeat's round trip was measured.
+const admitSlotHold = 100 * time.Millisecond

@@ -44,7 +44,7 @@ func (k KeyAttribute) String() string {
 
 // KeySchemaError reports that the lock table's key schema is not the one
 // this client uses: DynamoDB rejected a call's key, or
-// [Client.CreateTableIfNotExists] found an existing table keyed otherwise.
+// [Client.CreateTableIfNotExistsWithContext] found an existing table keyed otherwise.
 // It matches [ErrKeySchemaMismatch] with [errors.Is].
 type KeySchemaError struct {
 	Table    string
@@ -263,7 +263,7 @@ func (c *Client) tableNotFound(err error) error {
 	if err == nil {
 		return fmt.Errorf("%w: %q at %s", ErrTableNotFound, c.tableName, c.endpointOf(nil))
 	}
-	return fmt.Errorf("%w: %q at %s (create it with CreateTableIfNotExists, or check the table name, region and endpoint): %w",
+	return fmt.Errorf("%w: %q at %s (create it with CreateTableIfNotExistsWithContext, or check the table name, region and endpoint): %w",
 		ErrTableNotFound, c.tableName, c.endpointOf(err), err)
 }
 

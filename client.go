@@ -2,7 +2,6 @@ package dynamolock
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/gofrs/uuid/v5"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
 
 // DynamoDBClient is the part of the DynamoDB API the lock client needs, with
@@ -216,10 +217,11 @@ func newRVN() string { return newUUID() }
 // uuid.NewV4's do, but read into a uuid.UUID on the stack: NewV4 reads
 // through an io.Reader, which moves the UUID to the heap, a second
 // allocation on every acquisition and heartbeat. crypto/rand.Read does not
-// fail (Go 1.24+).
+// fail (Go 1.24+). It is read through internal/entropy, which the
+// deterministic simulation replaces.
 func newUUID() string {
 	var u uuid.UUID
-	_, _ = rand.Read(u[:])
+	entropy.Read(u[:])
 	u.SetVersion(uuid.V4)
 	u.SetVariant(uuid.VariantRFC9562)
 	return u.String()
@@ -342,12 +344,6 @@ func (c *Client) Get(key string) (*Lock, error) {
 // [Client.GetWithSortKeyWithContext].
 func (c *Client) GetWithContext(ctx context.Context, key string) (*Lock, error) {
 	return c.get(ctx, key, nil)
-}
-
-// GetWithSortKey returns the lock for (key, sortKey), as
-// GetWithSortKeyWithContext does with context.Background().
-func (c *Client) GetWithSortKey(key, sortKey string) (*Lock, error) {
-	return c.GetWithSortKeyWithContext(context.Background(), key, sortKey)
 }
 
 // GetWithSortKeyWithContext returns the lock this client holds for key

@@ -181,12 +181,6 @@ func (c *Client) AssertTableExists(ctx context.Context) error {
 	return c.replicationRefused(desc)
 }
 
-// CreateTableIfNotExists creates the lock table unless it exists, as
-// CreateTableIfNotExistsWithContext does with context.Background().
-func (c *Client) CreateTableIfNotExists(tableName string, opts ...CreateTableOption) (created bool, err error) {
-	return c.CreateTableIfNotExistsWithContext(context.Background(), tableName, opts...)
-}
-
 // CreateTableIfNotExistsWithContext makes sure the lock table tableName
 // exists with the key schema the options ask for, so that a program can run
 // it at every start. When the table does not exist, it creates it as

@@ -35,7 +35,7 @@ func TestCreateTableIfNotExists(t *testing.T) {
 	// Second and third runs: one DescribeTable each, nothing created.
 	for range 2 {
 		calls.reset()
-		created, err = c.CreateTableIfNotExists(table)
+		created, err = c.CreateTableIfNotExistsWithContext(ctx, table)
 		require.NoError(t, err)
 		assert.False(t, created)
 		assert.Equal(t, map[string]int{"DescribeTable": 1}, calls.reset())

@@ -70,7 +70,7 @@ var (
 
 	// ErrTableExists is matched by the error of [Client.CreateTable] when
 	// the table already exists (DynamoDB's ResourceInUseException).
-	// [Client.CreateTableIfNotExists] treats that case as success.
+	// [Client.CreateTableIfNotExistsWithContext] treats that case as success.
 	ErrTableExists = errors.New("dynamolock: table already exists")
 
 	// ErrKeySchemaMismatch is matched by every *[KeySchemaError].
@@ -81,6 +81,11 @@ var (
 	// locks already need as many renewals as its heartbeat workers can send
 	// in time (see [WithHeartbeatAdmission]).
 	ErrHeartbeatCapacity = errors.New("dynamolock: no heartbeat capacity for another lock")
+
+	// ErrWritesInDoubt is matched by the error that the function returned
+	// by [Lock.TransactionWithRefresh] returns when it refused to build a
+	// refresh: too many of the lock's earlier writes have no answer yet.
+	ErrWritesInDoubt = errors.New("dynamolock: too many writes of the lock without an answer")
 
 	// ErrInvalidArgument is matched by every *[InvalidArgumentError].
 	ErrInvalidArgument = errors.New("dynamolock: invalid argument")

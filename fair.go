@@ -3,7 +3,6 @@ package dynamolock
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -14,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
 
 // attrFairQueue is the queue of fair waiters on a lock item: a map from a
@@ -150,7 +151,7 @@ func newFairState(o *acquireLockOptions) *fairState {
 // randomID is a short random identifier (16 hex digits).
 func randomID() string {
 	var b [8]byte
-	_, _ = rand.Read(b[:])
+	entropy.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 

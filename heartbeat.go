@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -141,6 +142,22 @@ func (l *Lock) mayLandLocked(w *renewal) bool {
 	return false
 }
 
+// forgetLocked takes the write numbered seq off the writes that may land:
+// DynamoDB answered that it did not apply. The lease end stays as it is
+// (the next renewal that lands recomputes it).
+func (l *Lock) forgetLocked(seq uint64) {
+	r := &l.renewal
+	if i := slices.IndexFunc(r.maybe, func(m maybeWrite) bool { return m.seq == seq }); i >= 0 {
+		r.maybe = slices.Delete(r.maybe, i, i+1)
+	}
+	if len(r.maybe) == 0 {
+		r.maybe = nil
+	}
+}
+
+// maxINOperands is DynamoDB's limit on the operands of one IN.
+const maxINOperands = 100
+
 // sameWrite reports whether a heartbeat with lease and o would write what w
 // writes, so that resending w serves it.
 func (w *renewal) sameWrite(lease time.Duration, o *sendHeartbeatOptions) bool {
@@ -273,10 +290,20 @@ func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 // since (its rvn, a write that may have landed, or extra). Requiring these
 // exact RVNs keeps every renewal in one line, so an RVN can never come back
 // after another replaced it (an observer relies on that).
+//
+// DynamoDB refuses an IN with more than maxINOperands operands, so at most
+// the newest maxINOperands-2 writes in doubt are named (room for the
+// current RVN and extra); guarded refreshes stop well before that (see
+// maxRefreshesInDoubt). Naming fewer RVNs than the item may carry is safe:
+// the condition can only fail where it would have held, and the item that
+// comes back with the failure is then recognised as this acquisition's
+// (adoptMovedRVN) and the write sent again.
 func (l *Lock) conditionLocked(b *exprBuilder, extra string) string {
 	in := b.value(":cur", attrS(l.rvn))
 	seen := extra == l.rvn
-	for i, m := range l.renewal.maybe {
+	maybe := l.renewal.maybe
+	maybe = maybe[max(0, len(maybe)-(maxINOperands-2)):]
+	for i, m := range maybe {
 		in += ", " + b.value(fmt.Sprintf(":m%d", i), attrS(m.rvn))
 		seen = seen || m.rvn == extra
 	}

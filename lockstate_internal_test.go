@@ -9,6 +9,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,8 +197,8 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 	}
 	perLock := 1 / time.Hour.Seconds()
 	poll(t, "the scheduler to count the held locks", func() bool {
-		d, _ := c.sched.load()
-		return math.Abs(d-4*perLock) < perLock/100
+		d, _, _ := c.sched.load()
+		return math.Abs(d-4*perLock) < perLock/100 && c.sched.reserved.Load() == 0
 	})
 	// Room for 5 locks in all at half the capacity: the fifth is admitted
 	// at once, the sixth waits.
@@ -206,8 +207,8 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, "the scheduler to count the fifth lock", func() bool {
-		d, _ := c.sched.load()
-		return d > 4.5*perLock
+		d, _, _ := c.sched.load()
+		return d > 4.5*perLock && c.sched.reserved.Load() == 0
 	})
 	if n := c.Stats().AdmissionWaits; n != 0 {
 		t.Fatalf("AdmissionWaits = %d before any wait", n)
@@ -241,14 +242,14 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 
 	// Past its deadline it fails with ErrHeartbeatCapacity.
 	c.sched.capacityBits.Store(math.Float64bits(perLock))
-	err = c.admit(context.Background(), 1, time.Hour, time.Now().Add(20*time.Millisecond), "key \"adm-6\"")
+	_, err = c.admit(context.Background(), 1, time.Hour, time.Now().Add(20*time.Millisecond), "key \"adm-6\"")
 	if !errors.As(err, &lng) || !errors.Is(err, ErrHeartbeatCapacity) {
 		t.Fatalf("err = %v, want a *LockNotGrantedError matching ErrHeartbeatCapacity", err)
 	}
 
 	// Off: nothing waits.
 	c.heartbeatAdmission = 0
-	if err := c.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
+	if _, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -300,7 +301,7 @@ func TestSchedulerCapacity(t *testing.T) {
 	s.rtt = 10 * time.Millisecond
 	start := time.Now()
 	s.measure(start) // opens the first window
-	if _, capacity := s.load(); capacity != 400 {
+	if _, capacity, _ := s.load(); capacity != 400 {
 		t.Fatalf("capacity %v before any saturated window, want 4 workers / 10 ms = 400", capacity)
 	}
 	// A window with every worker busy: 100 beats in 500 ms.
@@ -308,7 +309,7 @@ func TestSchedulerCapacity(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		s.measure(start.Add(time.Duration(i) * 5 * time.Millisecond))
 	}
-	if _, capacity := s.load(); math.Abs(capacity-200) > 1e-9 {
+	if _, capacity, _ := s.load(); math.Abs(capacity-200) > 1e-9 {
 		t.Fatalf("capacity %v after a saturated window of 100 beats in 500 ms, want 200", capacity)
 	}
 	// Windows in which a worker was free (as dispatch records it) measure
@@ -317,7 +318,128 @@ func TestSchedulerCapacity(t *testing.T) {
 		s.windowIdle = true
 		s.measure(start.Add(500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
 	}
-	if _, capacity := s.load(); math.Abs(capacity-200) > 1e-9 {
+	if _, capacity, _ := s.load(); math.Abs(capacity-200) > 1e-9 {
 		t.Fatalf("capacity %v after a window with a free worker, want still 200", capacity)
+	}
+	// No saturated window for longer than the horizon (3 s after the one
+	// that ended at 0.5 s): the workers kept up with everything, and the
+	// rate rises by a quarter with each window, up to workers / round trip
+	// (issue 21: a short slowdown must not keep admission shut).
+	at := func(i int) time.Time { return start.Add(1500*time.Millisecond + time.Duration(i)*2*time.Millisecond) }
+	for i := 1; i <= 1250; i++ { // to 4.0 s: one window past the horizon
+		s.windowIdle = true
+		s.measure(at(i))
+	}
+	if _, capacity, _ := s.load(); math.Abs(capacity-250) > 1e-9 {
+		t.Fatalf("capacity %v one window past the horizon, want 200 × 1.25 = 250", capacity)
+	}
+	for i := 1251; i <= 2000; i++ {
+		s.windowIdle = true
+		s.measure(at(i))
+	}
+	if _, capacity, _ := s.load(); capacity != 400 {
+		t.Fatalf("capacity %v 5.5 s after the last saturated window, want 4 workers / 10 ms = 400", capacity)
+	}
+	// A saturated window replaces the old rate outright: 50 beats in 500 ms.
+	s.windowIdle = false
+	for i := 1; i <= 50; i++ {
+		s.measure(at(2000).Add(time.Duration(i) * 10 * time.Millisecond))
+	}
+	if _, capacity, _ := s.load(); math.Abs(capacity-100) > 1 {
+		t.Fatalf("capacity %v after a fresh saturated window of 100/s, want 100", capacity)
+	}
+}
+
+// Acquisitions admitted at once each reserve their share before the
+// scheduler counts their locks: they cannot all pass one look at the load.
+// A reservation ends when its acquisition fails, or once the scheduler
+// counted the lock it holds.
+func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
+	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute), WithHeartbeatAdmission(1))
+	perLock := 1 / time.Hour.Seconds()
+	c.sched.capacityBits.Store(math.Float64bits(3.5 * perLock))
+	far := time.Now().Add(time.Hour)
+	var ends []admission
+	for range 3 {
+		end, err := c.admit(context.Background(), 1, time.Hour, far, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, end)
+	}
+	if _, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k"); !errors.Is(err, ErrHeartbeatCapacity) {
+		t.Fatalf("a fourth acquisition beside three in flight: err = %v, want ErrHeartbeatCapacity", err)
+	}
+	ends[0].end(false) // failed: its share is free at once
+	end, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k")
+	if err != nil {
+		t.Fatalf("after one failed: %v", err)
+	}
+	end.end(false)
+	// A held lock: counted by the scheduler, then its reservation dropped.
+	l, err := c.AcquireLock("held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the reservation of the held lock to end", func() bool {
+		d, _, _ := c.sched.load()
+		return c.sched.reserved.Load() == int64(2*math.Ceil(perLock*reserveUnit)) && d > 0.5*perLock
+	})
+	if _, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k"); !errors.Is(err, ErrHeartbeatCapacity) {
+		t.Fatalf("two in flight and one held: err = %v, want ErrHeartbeatCapacity", err)
+	}
+	_ = l
+	ends[1].end(false)
+	ends[2].end(false)
+}
+
+// The heartbeat that waited longest for a worker has less than the margin
+// of its lease left: admission waits whatever the rate says.
+func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
+	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute))
+	c.sched.capacityBits.Store(math.Float64bits(1000))
+	c.sched.slackBits.Store(math.Float64bits(admissionMargin / 2))
+	_, err := c.admit(context.Background(), 1, time.Hour, time.Now().Add(30*time.Millisecond), "k")
+	if !errors.Is(err, ErrHeartbeatCapacity) || !strings.Contains(err.Error(), "of its lease left") {
+		t.Fatalf("err = %v, want ErrHeartbeatCapacity naming the margin", err)
+	}
+	c.sched.slackBits.Store(math.Float64bits(math.Inf(1)))
+	end, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end.end(false)
+}
+
+// The capacity is the lowest rate of the saturated windows of the last
+// 10 s: a lock admitted at the average is lost in the next dip longer
+// than its lease's slack.
+func TestSchedulerCapacityIsTheWorstRecentWindow(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
+	s := c.sched // its loop never starts: no lock is acquired
+	s.rtt = time.Millisecond
+	start := time.Now()
+	s.measure(start)
+	s.slots = 0
+	at := start
+	window := func(beats int) { // one saturated window of 500 ms
+		for range beats {
+			at = at.Add(500 * time.Millisecond / time.Duration(beats))
+			s.measure(at)
+		}
+	}
+	window(100) // 200/s
+	window(50)  // 100/s: a dip
+	for range 10 {
+		window(200) // 400/s
+	}
+	if _, capacity, _ := s.load(); math.Abs(capacity-100) > 1 {
+		t.Fatalf("capacity %v 5 s after a dip to 100/s, want 100", capacity)
+	}
+	for range 12 {
+		window(200)
+	}
+	if _, capacity, _ := s.load(); math.Abs(capacity-400) > 1 {
+		t.Fatalf("capacity %v once the dip is 11 s old, want 400", capacity)
 	}
 }

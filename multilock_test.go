@@ -35,13 +35,17 @@ func TestAcquireLocksBadInput(t *testing.T) {
 		opts []dynamolock.AcquireLockOption
 		want string
 	}{
-		"no keys":           {keys: nil, want: "at least one key"},
-		"too many keys":     {keys: many, want: "at most 100 keys"},
-		"duplicate key":     {keys: []string{"a", "b", "a"}, want: `"a": appears more than once`},
-		"empty key":         {keys: []string{"a", ""}, want: "must not be empty"},
-		"reentrant":         {keys: []string{"a"}, opts: []dynamolock.AcquireLockOption{dynamolock.WithReentrant()}, want: "WithReentrant"},
-		"bad refresh":       {keys: []string{"a"}, opts: []dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(0)}, want: "WithRefreshPeriod"},
-		"data too large":    {keys: many[:20], opts: []dynamolock.AcquireLockOption{dynamolock.WithData(make([]byte, 300<<10))}, want: "limit for one transaction"},
+		"no keys":        {keys: nil, want: "at least one key"},
+		"too many keys":  {keys: many, want: "at most 100 keys"},
+		"duplicate key":  {keys: []string{"a", "b", "a"}, want: `"a": appears more than once`},
+		"empty key":      {keys: []string{"a", ""}, want: "must not be empty"},
+		"reentrant":      {keys: []string{"a"}, opts: []dynamolock.AcquireLockOption{dynamolock.WithReentrant()}, want: "WithReentrant"},
+		"bad refresh":    {keys: []string{"a"}, opts: []dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(0)}, want: "WithRefreshPeriod"},
+		"data too large": {keys: many[:20], opts: []dynamolock.AcquireLockOption{dynamolock.WithData(make([]byte, 300<<10))}, want: "limit for one transaction"},
+		// Issue 21 (the simulation's F9): the additional attributes count
+		// too; before, 20 keys with 300 KB each sent a 6 MB transaction.
+		"additional attributes too large": {keys: many[:20], opts: []dynamolock.AcquireLockOption{dynamolock.WithAdditionalAttributes(
+			map[string]types.AttributeValue{"big": &types.AttributeValueMemberB{Value: make([]byte, 300<<10)}})}, want: "WithAdditionalAttributes"},
 		"key too long":      {keys: []string{string(make([]byte, 2049))}, want: "2048-byte limit"},
 		"invalid UTF-8 key": {keys: []string{"ok", "\xff"}, want: "UTF-8"},
 	} {

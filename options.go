@@ -110,13 +110,40 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // WithHeartbeatAdmission sets admission control: an acquisition waits
 // before its first DynamoDB call while the held locks, with it, would need
 // more than fraction of the renewals per second the client can send. A
-// lock needs at least one renewal per lease; the client measures what it
-// can send as the rate of successful heartbeats in the recent half-second
-// windows in which every heartbeat worker stayed busy (until there was
-// one, [WithHeartbeatConcurrency] divided by the moving average of a
-// heartbeat's round trip; nothing is measured before the first heartbeat,
-// and nothing waits until then). Without it, a client asked to hold more
-// locks than it can renew loses held locks instead, and not only the excess.
+// lock needs at least one renewal per lease. The client measures what it
+// can send as the lowest rate of successful heartbeats in the half-second
+// windows of the last 10 s in which every heartbeat worker stayed busy (a
+// lock admitted at the average rate would be lost in the next dip longer
+// than its lease's slack); before the first such window,
+// [WithHeartbeatConcurrency] divided by the moving average of a
+// heartbeat's round trip (Little's law). When no window was saturated for
+// 3 s, the workers kept up with every beat asked of them: the old rate
+// then rises by a quarter every half second (up to that second estimate),
+// and the next saturated window replaces it. So a short slowdown does not
+// keep admission shut once beats are fast again, and a refusal rests on a
+// rate measured, or re-examined, in the last few seconds. The rate rises
+// step by step rather than at once because a burst can leave a worker
+// free for a moment while DynamoDB is saturated. Little's law is
+// optimistic when DynamoDB rather than the workers is the bottleneck, but
+// it does not bind then: the held locks need a renewal per lease and get
+// one per heartbeat period (at least twice as often), so the workers
+// saturate, and a rate is measured, before the demand nears it.
+// Nothing is measured before the first heartbeat, and no acquisition waits
+// for the rate until then.
+//
+// Three more rules keep what was admitted renewable. An admitted
+// acquisition counts in the demand at once, before its lock is held, so
+// that many acquisitions at once cannot all pass one look at the load. At
+// most a quarter of [WithHeartbeatConcurrency] acquisitions (at least one)
+// are let go at a time (each for up to a few heartbeat round trips), so
+// that their writes cannot fill DynamoDB's queue ahead of the heartbeats;
+// the rate the heartbeats measure is what the acquisitions' writes and
+// retries leave them. And an acquisition also waits while the heartbeat
+// that has waited longest for a worker has less than 10% of its lease
+// left, whatever the rate says. Without admission control, a client asked
+// to hold more locks than it can renew loses held locks instead, and not
+// only the excess. With it, held locks can still be lost when DynamoDB
+// gets slower than the margin allows after they were granted.
 //
 // The wait counts against the acquisition's own bounds: its context, and
 // its lease plus [WithAdditionalTimeToWaitForLock] from its start; when

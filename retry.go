@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
 
 // isTransient reports whether retrying err may succeed: a network failure
@@ -140,7 +141,7 @@ func randomUpTo(d time.Duration) time.Duration {
 	if d < 1 {
 		return 0
 	}
-	return rand.N(d)
+	return time.Duration(entropy.Int64N(int64(d)))
 }
 
 // satAdd adds two non-negative durations, saturating instead of

@@ -186,10 +186,12 @@ func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOp
 	if o.additionalTimeToWait != forever {
 		a.deadline = admitBy
 	}
-	if err := c.admit(ctx, 1, o.lease, admitBy, what); err != nil {
+	admitted, err := c.admit(ctx, 1, o.lease, admitBy, what)
+	if err != nil {
 		return nil, err
 	}
 	l, err := a.run(ctx)
+	admitted.end(err == nil)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 		a.undo(cctx)

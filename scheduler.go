@@ -67,6 +67,18 @@ type scheduler struct {
 	// Published by the loop for admission control (float64 bits).
 	demandBits   atomic.Uint64 // renewals per second the scheduled locks need at least
 	capacityBits atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
+	slackBits    atomic.Uint64 // share of its lease the first queued beat has left; +Inf: none queued
+	// reserved is the need of the acquisitions admission control let go
+	// that do not hold their locks yet, in reserveUnit; see admit.
+	reserved atomic.Int64
+	// The slots of acquisitions let go in the last moments (see
+	// takeAdmitSlot): until when each is taken (as the entries' times; 0:
+	// free) and a count of its takers.
+	admitMu    sync.Mutex
+	admitUntil []int64
+	admitGen   []uint64
+	rttNanos   atomic.Int64 // the moving average of beats' round trips, published
+	unreserved int64        // reservations of held locks, to drop once the loop counted them; guarded by mu
 
 	// Owned by the loop goroutine.
 	wakes    wakeHeap
@@ -81,20 +93,26 @@ type scheduler struct {
 	// ever free during it.
 	windowStart time.Time
 	windowBeats int
-	windowIdle  bool    // a worker was free at some point of the window
-	satRate     float64 // moving average of saturated windows' rates, quick down, slow up; 0: none yet
+	windowIdle  bool        // a worker was free at some point of the window
+	satWindows  []satWindow // the last saturated windows, oldest first
+	satRate     float64     // the lowest rate of those in measureMemory, or risen since; 0: none yet
+	satAt       time.Time   // when the last saturated window ended
 }
 
 func newScheduler(c *Client) *scheduler {
 	s := &scheduler{
-		c:       c,
-		kick:    make(chan struct{}, 1),
-		work:    make(chan *Lock, c.heartbeatConcurrency),
-		done:    make(chan beatResult, c.heartbeatConcurrency),
-		stopped: make(chan struct{}),
-		slots:   c.heartbeatConcurrency,
-		epoch:   time.Now(),
+		c:          c,
+		kick:       make(chan struct{}, 1),
+		work:       make(chan *Lock, c.heartbeatConcurrency),
+		done:       make(chan beatResult, c.heartbeatConcurrency),
+		stopped:    make(chan struct{}),
+		slots:      c.heartbeatConcurrency,
+		admitUntil: make([]int64, max(1, c.heartbeatConcurrency/4)),
+		admitGen:   make([]uint64, max(1, c.heartbeatConcurrency/4)),
+		epoch:      time.Now(),
+		satWindows: make([]satWindow, 0, measureMemory/measureWindow),
 	}
+	s.slackBits.Store(math.Float64bits(math.Inf(1)))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -172,13 +190,16 @@ func (s *scheduler) loop() {
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		pending := s.pending
-		s.pending = nil
+		pending, unreserved := s.pending, s.unreserved
+		s.pending, s.unreserved = nil, 0
 		s.mu.Unlock()
 		now := time.Now()
 		for _, l := range pending {
 			s.update(l, now)
 		}
+		// The locks these reservations were for were notified before
+		// their reservations ended: their need is counted now.
+		s.reserved.Add(-unreserved)
 		for len(s.wakes) > 0 && s.wakes[0].sched.wake <= s.at(now) {
 			s.fire(s.wakes[0], now)
 		}
@@ -329,6 +350,12 @@ func (s *scheduler) dispatch(now time.Time) {
 	if s.slots > 0 {
 		s.windowIdle = true
 	}
+	slack := math.Inf(1)
+	if len(s.ready) > 0 {
+		e := &s.ready[0].sched
+		slack = float64(e.due-s.at(now)) / 1e9 * float64(e.need)
+	}
+	s.slackBits.Store(math.Float64bits(slack))
 	s.c.metrics.setBacklog(len(s.ready))
 	if len(s.ready) > 0 && now.Sub(s.lastLog) > s.c.heartbeatPeriod {
 		s.lastLog = now
@@ -361,6 +388,7 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 		} else {
 			s.rtt += (r.rtt - s.rtt) / 8
 		}
+		s.rttNanos.Store(int64(s.rtt))
 		s.measure(now)
 	}
 	if r.failed {
@@ -375,38 +403,74 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 	s.update(r.l, now)
 }
 
-// measure counts a successful beat and publishes the capacity: the rate
-// measured over the last windows in which every worker stayed busy (what
-// the workers and DynamoDB together sustain), or, before any such window,
-// workers / round trip (Little's law), which overestimates when the
-// workers are not the bottleneck. Admission binds only once the held locks
-// need more than a period allows (lease ≥ 2 periods), and the scheduler is
-// saturated then, so the measured rate is fresh whenever it matters.
+// measure counts a successful beat and publishes the capacity: the lowest
+// rate of the windows of the last measureMemory in which every worker
+// stayed busy (what the workers and DynamoDB together sustained at their
+// worst: a lock admitted at the average rate is lost in the next dip that
+// lasts longer than its lease's slack), or, before any such window, workers / round trip (Little's law, from the moving average of
+// recent beats' round trips), which overestimates when the workers are
+// not the bottleneck.
+//
+// Windows with a free worker measure no rate (the beats that end in one
+// may have waited on DynamoDB in the window before). So that a short slowdown does not keep
+// admission shut for good once beats are fast again (issue 21), a
+// saturated rate older than measureHorizon rises by a quarter with every
+// such window (up to workers / round trip), and the next saturated window
+// replaces it outright. It rises step by step, not at once, because
+// bursts leave windows with a free worker while DynamoDB is saturated, and
+// jumping to Little's law then would admit far more than it can renew.
+// Admission binds only once the held locks need more than a period allows
+// (lease ≥ 2 periods): the scheduler is saturated then and measures a
+// fresh rate every window.
 func (s *scheduler) measure(now time.Time) {
 	s.windowBeats++
+	little := float64(s.c.heartbeatConcurrency) / s.rtt.Seconds()
 	if elapsed := now.Sub(s.windowStart); elapsed >= measureWindow {
-		if !s.windowIdle && !s.windowStart.IsZero() {
-			rate := float64(s.windowBeats) / elapsed.Seconds()
-			switch {
-			case s.satRate == 0:
-				s.satRate = rate
-			case rate < s.satRate:
-				s.satRate += (rate - s.satRate) / 2 // a slower backend counts at once
-			default:
-				s.satRate += (rate - s.satRate) / 16 // a faster one only if it lasts
+		rate := float64(s.windowBeats) / elapsed.Seconds()
+		stale := now.Sub(s.satAt) > measureHorizon
+		switch {
+		case s.windowStart.IsZero():
+		case !s.windowIdle:
+			if stale {
+				s.satWindows = s.satWindows[:0] // the next saturated window starts afresh
 			}
+			if len(s.satWindows) == cap(s.satWindows) {
+				s.satWindows = append(s.satWindows[:0], s.satWindows[1:]...)
+			}
+			s.satWindows = append(s.satWindows, satWindow{end: now, rate: rate})
+			s.satRate = math.Inf(1)
+			for _, w := range s.satWindows {
+				if now.Sub(w.end) <= measureMemory {
+					s.satRate = min(s.satRate, w.rate)
+				}
+			}
+			s.satAt = now
+		case s.satRate > 0 && stale:
+			s.satRate = max(s.satRate, min(1.25*s.satRate, little))
 		}
 		s.windowStart, s.windowBeats, s.windowIdle = now, 0, false
 	}
 	capacity := s.satRate
 	if capacity == 0 {
-		capacity = float64(s.c.heartbeatConcurrency) / s.rtt.Seconds()
+		capacity = little
 	}
 	s.capacityBits.Store(math.Float64bits(capacity))
 }
 
-// measureWindow is how long a window of the saturated rate lasts.
-const measureWindow = 500 * time.Millisecond
+// measureWindow is how long a window of the saturated rate lasts, and
+// measureHorizon how long a saturated rate stands as measured after the
+// last window that measured it.
+const (
+	measureWindow  = 500 * time.Millisecond
+	measureHorizon = 3 * time.Second
+	measureMemory  = 10 * time.Second // satWindows holds this many windows
+)
+
+// satWindow is one saturated window's end and rate.
+type satWindow struct {
+	end  time.Time
+	rate float64
+}
 
 // worker sends the beats the loop hands it, one at a time, until stop.
 func (s *scheduler) worker() {
@@ -443,9 +507,37 @@ func (s *scheduler) beat(l *Lock) beatResult {
 }
 
 // load returns the renewal rate the scheduled locks need at least and the
-// rate the workers sustain (0 until a beat has been measured), per second.
-func (s *scheduler) load() (demand, capacity float64) {
-	return math.Float64frombits(s.demandBits.Load()), math.Float64frombits(s.capacityBits.Load())
+// rate the workers sustain (0 until a beat has been measured), per second,
+// and the share of its lease the first heartbeat waiting for a worker has
+// left (+Inf when none waits).
+func (s *scheduler) load() (demand, capacity, slack float64) {
+	return math.Float64frombits(s.demandBits.Load()), math.Float64frombits(s.capacityBits.Load()),
+		math.Float64frombits(s.slackBits.Load())
+}
+
+// unreserve ends an admitted acquisition's reservation of units. If it
+// holds its locks, they were notified before: the loop drops the
+// reservation once it has counted their need, so that admission control
+// never sees neither. Otherwise it ends now.
+func (s *scheduler) unreserve(units int64, held bool) {
+	if held {
+		s.mu.Lock()
+		if !s.stopping && s.started {
+			s.unreserved += units
+			s.mu.Unlock()
+			s.kickLoop()
+			return
+		}
+		s.mu.Unlock()
+	}
+	s.reserved.Add(-units)
+}
+
+func (s *scheduler) kickLoop() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // wakeHeap orders locks by their next wake time.

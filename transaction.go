@@ -3,6 +3,7 @@ package dynamolock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -74,6 +75,20 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // retry. Never send one item twice after the lock was renewed in between;
 // call TransactionWithRefresh for each attempt. With background heartbeats
 // running, [Lock.TransactionCondition] alone is usually what you want.
+//
+// Until its outcome is known, each refresh is a write that may land, and
+// the lock's later writes accept its record version number (one operand
+// of a condition's IN, which DynamoDB limits to 100). Call the returned
+// function with every outcome: a transaction that DynamoDB cancelled
+// (*types.TransactionCanceledException: all or nothing, so this item did
+// not apply either, whatever the reasons say) stops counting at once; one
+// whose answer was lost counts until a later renewal of the lock lands.
+// (The SDK sends one ClientRequestToken with all its attempts of a call,
+// so a cancellation answers for the earlier attempts too.) While
+// maxRefreshesInDoubt (64) refreshes or more are in doubt, it builds none:
+// it returns a zero TransactWriteItem, which DynamoDB rejects, and the
+// function's error matches [ErrWritesInDoubt]; the next heartbeat that
+// lands clears them.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
 	if l == nil || l.client == nil || l.kind == lockView || l.reader {
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
@@ -83,6 +98,14 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	c := l.client
 	b := newExprBuilder()
 	l.mu.Lock()
+	if n := len(l.renewal.maybe); n >= maxRefreshesInDoubt {
+		l.mu.Unlock()
+		refused := fmt.Errorf("%w: lock %q has %d writes without an answer (at most %d); the next heartbeat that lands clears them",
+			ErrWritesInDoubt, l.partitionKey, n, maxRefreshesInDoubt)
+		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
+			return out, errors.Join(refused, err)
+		}
+	}
 	l.renewal.built++
 	w := &renewal{seq: l.renewal.built, rvn: newRVN(), sent: time.Now(), lease: l.leaseDuration}
 	// Heartbeats whose answer was lost may have moved the RVN: accept them.
@@ -107,6 +130,7 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 		ExpressionAttributeValues:           b.values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
+	doubt := false // an earlier outcome given for this item left it in doubt; guarded by l.mu
 	return item, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 		if err == nil {
 			// The lease counts from before the transaction was sent.
@@ -114,12 +138,24 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 			return out, err
 		}
 		var tce *types.TransactionCanceledException
-		if errors.As(err, &tce) && l.mayBeCancelledHere(tce) {
+		cancelled := errors.As(err, &tce)
+		l.mu.Lock()
+		if cancelled && !doubt {
+			l.forgetLocked(w.seq) // cancelled: it did not apply
+		}
+		doubt = doubt || !cancelled
+		l.mu.Unlock()
+		if cancelled && l.mayBeCancelledHere(tce) {
 			l.checkStillOurs()
 		}
 		return out, err
 	}
 }
+
+// maxRefreshesInDoubt bounds the guarded refreshes whose outcome is not
+// known: beyond it TransactionWithRefresh builds none, leaving room in a
+// condition's IN (maxINOperands) for heartbeats.
+const maxRefreshesInDoubt = 64
 
 // mayBeCancelledHere reports whether one of the cancellation reasons could
 // be this lock's item failing its condition: a ConditionalCheckFailed

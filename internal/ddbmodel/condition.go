@@ -168,6 +168,9 @@ func parseCondition(expr string, ph *placeholders) (cond, error) {
 	if strings.TrimSpace(expr) == "" {
 		return nil, validation("Invalid ConditionExpression: The expression can not be empty;")
 	}
+	if len(expr) > maxExpression {
+		return nil, validation("Invalid ConditionExpression: Expression size has exceeded the maximum allowed size; expression size: %d", len(expr))
+	}
 	toks, err := lex(expr)
 	if err != nil {
 		return nil, asValidation("Invalid ConditionExpression", err)
@@ -279,6 +282,9 @@ func (p *parser) primary() (cond, error) {
 			}
 			list = append(list, o)
 			if n := p.next(); n.kind == tPunct && n.text == ")" {
+				if len(list) > maxInOperands {
+					return nil, exprErrorf("The IN operator is provided with too many operands; number of operands: %d", len(list))
+				}
 				break
 			} else if n.kind != tPunct || n.text != "," {
 				return nil, fmt.Errorf("expected , or ) in IN list, found %q", n.text)

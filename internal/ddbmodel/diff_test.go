@@ -28,6 +28,7 @@ import (
 var (
 	endpoint   string
 	diffSeed   = flag.Uint64("ddbmodel.seed", 0, "seed of the differential test (0: from the clock, printed)")
+	diffTrace  = flag.Bool("ddbmodel.trace", false, "log every request with both stores' errors")
 	diffBudget = flag.Duration("ddbmodel.budget", 4*time.Second, "wall time the differential test drives the library for")
 )
 
@@ -291,6 +292,10 @@ func call[I, O any](d *tee, op string, in I, m, l func(context.Context, I, ...fu
 		d.t.Errorf("DynamoDB Local failed: %v", lErr)
 	}
 	d.record(op, in, mErr, lErr, mOut, lOut)
+	if *diffTrace {
+		short := func(s string) string { return s[:min(len(s), 120)] }
+		d.t.Logf("%s %s\n  model: %v\n  local: %s", op, short(describe(in)), mErr, short(errMessage(lErr)))
+	}
 	return lOut, lErr
 }
 
@@ -437,6 +442,13 @@ func TestDifferential(t *testing.T) {
 	fairShapes(ctx, d, plain)
 
 	deadline := time.Now().Add(*diffBudget)
+	// Under load (six agents on two cores) a budget can pass before any
+	// guarded write commits: go on until one has, for at most four budgets.
+	hard := time.Now().Add(4 * *diffBudget)
+	more := func() bool {
+		now := time.Now()
+		return now.Before(deadline) || now.Before(hard) && len(d.db.Items(guarded)) == 0
+	}
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
@@ -461,7 +473,7 @@ func TestDifferential(t *testing.T) {
 				return
 			}
 			w := &worker{r: r, c: c, d: d, table: table, data: guarded}
-			for time.Now().Before(deadline) {
+			for more() {
 				w.step(ctx)
 			}
 			_ = c.Close()

@@ -94,12 +94,28 @@ func newPlaceholders(names map[string]string, values map[string]types.AttributeV
 	return &placeholders{names: names, values: values, usedNames: map[string]bool{}, usedVals: map[string]bool{}}
 }
 
-// checkNames rejects an empty attribute name, as DynamoDB does before it
-// reads any expression.
+// DynamoDB's limits on requests (the Developer Guide's "Quotas"), with the
+// messages DynamoDB Local 3.3.1 gives past them (TestLimits).
+const (
+	maxExpression    = 4096      // bytes of one expression string
+	maxInOperands    = 100       // operands of one IN
+	maxAttrName      = 65535     // bytes of an attribute name behind a placeholder
+	maxPartitionKey  = 2048      // bytes of a partition key value
+	maxSortKey       = 1024      // bytes of a sort key value
+	maxTransactItems = 100       // members of one transaction
+	maxTransactSize  = 4 << 20   // bytes of one transaction's items
+	maxItem          = 400 << 10 // bytes of one item
+)
+
+// checkNames rejects an empty attribute name, and one over 64 KB, as
+// DynamoDB does before it reads any expression.
 func checkNames(names map[string]string) error {
 	for _, k := range slices.Sorted(maps.Keys(names)) {
 		if names[k] == "" {
 			return validation("ExpressionAttributeNames contains invalid value: Empty attribute name for key %s", k)
+		}
+		if len(names[k]) > maxAttrName {
+			return validation("ExpressionAttributeNames contains invalid value: Attribute name is too large, must be less than %d bytes for key %s", maxAttrName+1, k)
 		}
 	}
 	return nil

@@ -107,20 +107,30 @@ func (t *table) key(k Item) (string, Item, error) {
 	if len(k) != want {
 		return "", nil, validation("The number of conditions on the keys is invalid")
 	}
-	pk, err := keyPart(k, t.pk, t.pkType)
+	pk, err := keyPart(k, t.pk, t.pkType, maxPartitionKey)
 	if err != nil {
 		return "", nil, err
 	}
 	sk := ""
 	if t.sk != "" {
-		if sk, err = keyPart(k, t.sk, t.skType); err != nil {
+		if sk, err = keyPart(k, t.sk, t.skType, maxSortKey); err != nil {
 			return "", nil, err
 		}
 	}
 	return KeyString(pk, sk), cloneItem(k), nil
 }
 
-func keyPart(k Item, name string, typ types.ScalarAttributeType) (string, error) {
+// keyLength rejects a key value of n bytes over max (maxPartitionKey or
+// maxSortKey).
+func keyLength(n, max int) error {
+	if n > max {
+		return validation("Hash primary key values must be under %d bytes, and range primary key values must be under %d bytes", maxPartitionKey, maxSortKey)
+	}
+	return nil
+}
+
+// keyPart is the key attribute name of k, of type typ, at most max bytes.
+func keyPart(k Item, name string, typ types.ScalarAttributeType, max int) (string, error) {
 	v, ok := k[name]
 	if !ok {
 		return "", validation("One of the required keys was not given a value")
@@ -132,6 +142,9 @@ func keyPart(k Item, name string, typ types.ScalarAttributeType) (string, error)
 		}
 		if v.Value == "" {
 			return "", validation("One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: %s", name)
+		}
+		if err := keyLength(len(v.Value), max); err != nil {
+			return "", err
 		}
 		return v.Value, nil
 	case *types.AttributeValueMemberN:
@@ -149,6 +162,9 @@ func keyPart(k Item, name string, typ types.ScalarAttributeType) (string, error)
 		}
 		if len(v.Value) == 0 {
 			return "", validation("One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty binary value. Key: %s", name)
+		}
+		if err := keyLength(len(v.Value), max); err != nil {
+			return "", err
 		}
 		return string(v.Value), nil
 	}
@@ -195,7 +211,7 @@ func normalizeItem(it Item) (Item, bool, error) {
 		out[k] = nv
 		size += len(k) + valueSize(nv)
 	}
-	return out, size > 400*1024, nil
+	return out, size > maxItem, nil
 }
 
 func checkValue(v types.AttributeValue) (types.AttributeValue, error) {

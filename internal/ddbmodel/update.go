@@ -91,6 +91,9 @@ func parseUpdate(expr string, ph *placeholders) (*update, error) {
 	if strings.TrimSpace(expr) == "" {
 		return nil, validation("Invalid UpdateExpression: The expression can not be empty;")
 	}
+	if len(expr) > maxExpression {
+		return nil, validation("Invalid UpdateExpression: Expression size has exceeded the maximum allowed size;")
+	}
 	toks, err := lex(expr)
 	if err != nil {
 		return nil, asValidation("Invalid UpdateExpression", err)

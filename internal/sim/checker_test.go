@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/arielsrv/dynamolock/v2"
 	"github.com/arielsrv/dynamolock/v2/internal/ddbmodel"
@@ -125,6 +126,12 @@ func (w *world) hook(e ddbmodel.Event) {
 		desc = append(desc, itemS(in.Key, w.pkName))
 	}
 	w.tracef("#%d %s %s %s -> %s", e.Seq, caller, e.Op, strings.Join(desc, "; "), outcome)
+	// 9. The library never sends a request DynamoDB rejects as invalid
+	// (a limit exceeded: IN operands, expression or key sizes, ...).
+	var ae smithy.APIError
+	if errors.As(e.Err, &ae) && ae.ErrorCode() == "ValidationException" && caller != "foreign" {
+		w.violate(9, "%s's %s was rejected: %s", caller, e.Op, ae.ErrorMessage())
+	}
 
 	for _, ch := range e.Changes {
 		if ch.Table != w.lockTable || (ch.After == nil && ch.Before == nil) {
@@ -154,8 +161,10 @@ func (w *world) hook(e ddbmodel.Event) {
 		} else {
 			w.current[ch.Key] = a
 		}
-		// Which RVNs an acquisition call wrote (for the undecodable-item check).
-		if id, ok := e.Ctx.Value(acquireCallKey{}).(int); ok && e.Err == nil && a != nil {
+		// Which RVNs an acquisition call wrote (invariant 6): a write of it
+		// that changed the RVN (joining or leaving a fair queue does not).
+		if id, ok := e.Ctx.Value(acquireCallKey{}).(int); ok && e.Err == nil && a != nil &&
+			(b == nil || itemS(a, "recordVersionNumber") != itemS(b, "recordVersionNumber")) {
 			w.acquireRVNs[id] = append(w.acquireRVNs[id], itemS(a, "recordVersionNumber"))
 		}
 	}
@@ -208,7 +217,9 @@ func errName(err error) string {
 func (w *world) checkLocked(where string) {
 	live := map[string][]*tracked{}
 	readers := map[string][]*tracked{} // RWLock readers, by key
-	for l, tr := range w.tracked {
+	var keys []string
+	for _, tr := range w.sortedTracked() {
+		l := tr.l
 		doneBefore := closed(l.Done())
 		err := l.Err()
 		expired := l.IsExpired()
@@ -240,6 +251,9 @@ func (w *world) checkLocked(where string) {
 			readers[tr.key] = append(readers[tr.key], tr)
 			continue
 		}
+		if len(live[tr.key]) == 0 {
+			keys = append(keys, tr.key)
+		}
 		live[tr.key] = append(live[tr.key], tr)
 		if tr.pk == rwName {
 			w.checkRWWriter(where, tr)
@@ -254,8 +268,8 @@ func (w *world) checkLocked(where string) {
 		}
 	}
 	// 1. At most one client believes it holds a key.
-	for _, trs := range live {
-		if len(trs) > 1 {
+	for _, k := range keys {
+		if trs := live[k]; len(trs) > 1 {
 			var who []string
 			for _, tr := range trs {
 				who = append(who, fmt.Sprintf("%s (token %d, lease left %s)", tr.owner, tr.token, w.leaseLeft(tr.l)))
@@ -266,6 +280,26 @@ func (w *world) checkLocked(where string) {
 	for key, trs := range readers {
 		w.checkRW(where, live[key], trs)
 	}
+}
+
+// sortedTracked lists the tracked locks in an order that does not depend
+// on map iteration: by key, owner, token.
+func (w *world) sortedTracked() []*tracked {
+	trs := make([]*tracked, 0, len(w.tracked))
+	for _, tr := range w.tracked {
+		trs = append(trs, tr)
+	}
+	sort.Slice(trs, func(i, j int) bool {
+		a, b := trs[i], trs[j]
+		if a.key != b.key {
+			return a.key < b.key
+		}
+		if a.owner != b.owner {
+			return a.owner < b.owner
+		}
+		return a.token < b.token
+	})
+	return trs
 }
 
 func (w *world) leaseLeft(l *dynamolock.Lock) time.Duration {
@@ -289,8 +323,19 @@ func (w *world) tracef(format string, args ...any) {
 	w.trace = append(w.trace, w.elapsed()+" "+fmt.Sprintf(format, args...))
 }
 
-// note adds a client decision to the trace.
+// note adds a client decision to the trace, as a step (replay_test.go):
+// lines of goroutines that run at one instant come in a replayable order.
 func (w *world) note(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	w.step("note " + line)
+	w.mu.Lock()
+	w.tracef("%s", line)
+	w.mu.Unlock()
+}
+
+// log adds a line to the trace from a goroutine that has just been granted
+// a step and has not blocked since.
+func (w *world) log(format string, args ...any) {
 	w.mu.Lock()
 	w.tracef(format, args...)
 	w.mu.Unlock()

@@ -39,14 +39,18 @@ type callerKey struct{}
 
 // faultyDB is one client's view of the model through its faults.
 type faultyDB struct {
-	w      *world
-	name   string
-	model  *ddbmodel.Model
-	prof   faultProfile
-	mu     sync.Mutex
-	r      *rand.Rand
-	stall  time.Time // every call waits until then (a stalled client)
-	tokens int
+	w     *world
+	name  string
+	model *ddbmodel.Model
+	prof  faultProfile
+	// attempt: faults of the SDK's attempts (transport_test.go); when set,
+	// the lock client uses the real SDK client over this faultyDB's
+	// transport and prof is zero.
+	attempt attemptProfile
+	mu      sync.Mutex
+	r       *rand.Rand
+	stall   time.Time // every call waits until then (a stalled client)
+	tokens  int
 }
 
 func (f *faultyDB) roll(p float64) bool {
@@ -124,6 +128,11 @@ func mayBlock(in any) bool {
 
 // do runs one request through the faults. apply sends it to the model.
 func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(context.Context) (*O, error)) (*O, error) {
+	// Every point where this request may meet another goroutine is a step
+	// (replay_test.go): sending it (its faults are drawn then), applying it,
+	// returning its answer.
+	key := f.name + " " + op + " " + reqKey(in)
+	f.w.step("send " + key)
 	healed := f.w.healed.Load()
 	mctx := context.WithValue(context.WithoutCancel(ctx), callerKey{}, f.name)
 	if id, ok := ctx.Value(acquireCallKey{}).(int); ok {
@@ -136,7 +145,8 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 	ghost := func(d time.Duration, why string) {
 		f.w.ghosts.Go(func() {
 			time.Sleep(d)
-			f.w.note("%s %s: %s", f.name, op, why)
+			f.w.step("ghost " + key)
+			f.w.log("%s %s: %s", f.name, op, why)
 			_, _ = apply(mctx)
 		})
 	}
@@ -152,12 +162,14 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 			ghost(d, "a delayed request lands late")
 			return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, errLost)
 		}
-	} else if !wait(ctx, f.delay(), f.stalledUntil) {
+	} else if d := f.delay(); !wait(ctx, d, f.stalledUntil) {
+		f.w.step("gave up " + key)
 		if !healed && f.roll(f.prof.ghost) {
 			ghost(f.delay()+time.Millisecond, "abandoned request lands late")
 		}
 		return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, ctx.Err())
 	}
+	f.w.step("apply " + key)
 	if !healed && f.roll(f.prof.errs) {
 		if f.roll(0.5) {
 			return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("sim: throttled")}
@@ -166,18 +178,23 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 	}
 	out, err := apply(mctx)
 	if !healed && f.roll(f.prof.dup) {
-		f.w.note("%s %s: the SDK retries a request that landed", f.name, op)
+		f.w.log("%s %s: the SDK retries a request that landed", f.name, op)
 		if mayBlock(in) {
 			_ = wait(context.Background(), f.delay(), f.stalledUntil)
+			f.w.step("apply again " + key)
 		}
 		out, err = apply(mctx)
 	}
 	lost := !healed && f.roll(f.prof.lost)
-	if mayBlock(in) && !wait(ctx, f.delay(), f.stalledUntil) {
-		return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, ctx.Err())
+	if mayBlock(in) {
+		ok := wait(ctx, f.delay(), f.stalledUntil)
+		f.w.step("answer " + key)
+		if !ok {
+			return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, ctx.Err())
+		}
 	}
 	if lost {
-		f.w.note("%s %s: answer lost", f.name, op)
+		f.w.log("%s %s: answer lost", f.name, op)
 		return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, errLost)
 	}
 	return out, err

@@ -18,12 +18,12 @@ import (
 // ordinary tracked lock, so invariants 1-5 cover it; readers are tracked
 // too, and checked here instead of by invariants 1 and 2:
 //
-//	9. never a writer with anyone else: no believed writer while a reader
+//	10. never a writer with anyone else: no believed writer while a reader
 //	   is believed, and a believed writer's item has no reader entry;
 //	   a believed reader's item is released (no writer) and has at least
 //	   as many entries as there are believed readers;
-//	10. never more believed readers than dynamolock.MaxReaders;
-//	11. a waiting writer is granted within the leases of the readers that
+//	11. never more believed readers than dynamolock.MaxReaders;
+//	12. a waiting writer is granted within the leases of the readers that
 //	    held when it arrived plus one refresh period (writerLeaves: checked
 //	    for a writer first in line on a fault-free client, with a lease of
 //	    slack for the faults on the others' requests); and, after every
@@ -136,17 +136,17 @@ func (w *world) trackReader(cl *simClient, l *dynamolock.Lock) {
 	w.checkLocked(cl.name + " RLock returned")
 }
 
-// checkRW checks invariants 9 and 10 on the believed readers and writers of
+// checkRW checks invariants 10 and 11 on the believed readers and writers of
 // the read/write lock's key, at one instant (w.mu held).
 func (w *world) checkRW(where string, writers, readers []*tracked) {
 	if len(readers) == 0 {
 		return
 	}
 	if len(readers) > dynamolock.MaxReaders {
-		w.violate(10, "%s: %d readers believed at once, more than %d", where, len(readers), dynamolock.MaxReaders)
+		w.violate(11, "%s: %d readers believed at once, more than %d", where, len(readers), dynamolock.MaxReaders)
 	}
 	if len(writers) > 0 {
-		w.violate(9, "%s: a writer (%s, token %d) and %d readers believed at once", where, writers[0].owner, writers[0].token, len(readers))
+		w.violate(10, "%s: a writer (%s, token %d) and %d readers believed at once", where, writers[0].owner, writers[0].token, len(readers))
 	}
 	it := w.current[readers[0].key]
 	entries := 0
@@ -154,26 +154,26 @@ func (w *world) checkRW(where string, writers, readers []*tracked) {
 		entries = len(m.Value)
 	}
 	if it == nil || !released(it) || entries < len(readers) {
-		w.violate(9, "%s: %d readers believed, but the model has %s with %d reader entries", where, len(readers), showItem(it), entries)
+		w.violate(10, "%s: %d readers believed, but the model has %s with %d reader entries", where, len(readers), showItem(it), entries)
 	}
 }
 
-// checkRWWriter: a believed writer's item has no reader entry (invariant 9).
+// checkRWWriter: a believed writer's item has no reader entry (invariant 10).
 func (w *world) checkRWWriter(where string, tr *tracked) {
 	it := w.current[tr.key]
 	if m, ok := it["readers"].(*types.AttributeValueMemberM); ok && len(m.Value) > 0 {
-		w.violate(9, "%s: %s believes it holds the write lock (token %d), but the item has %d reader entries", where, tr.owner, tr.token, len(m.Value))
+		w.violate(10, "%s: %s believes it holds the write lock (token %d), but the item has %d reader entries", where, tr.owner, tr.token, len(m.Value))
 	}
 }
 
-// rwRec is a granted RLock or Lock call, for invariant 11.
+// rwRec is a granted RLock or Lock call, for invariant 12.
 type rwRec struct {
 	l         *dynamolock.Lock
 	writer    bool
 	callStart time.Time
 }
 
-// rwArrival is a writer's call, for invariant 11.
+// rwArrival is a writer's call, for invariant 12.
 type rwArrival struct {
 	client *simClient
 	start  time.Time
@@ -200,12 +200,12 @@ func (w *world) writerArrives(cl *simClient, call *int) *rwArrival {
 	q, _ := it["fairQueue"].(*types.AttributeValueMemberM)
 	a.checked = (q == nil || len(q.Value) == 0) && (it == nil || released(it)) && !cl.db.faulty()
 	if a.checked {
-		w.tracef("%s RWLock.Lock first in line (invariant 11 checked)", cl.name)
+		w.tracef("%s RWLock.Lock first in line (invariant 12 checked)", cl.name)
 	}
 	return a
 }
 
-// writerLeaves checks invariant 11 when a writer's call that was first in
+// writerLeaves checks invariant 12 when a writer's call that was first in
 // line gives up (its context ended or its wait ran out): by then every
 // call that could be before it must still hold, or the writer must not
 // have waited past the bound: the latest end of those calls' locks (a
@@ -249,7 +249,7 @@ func (w *world) writerLeaves(a *rwArrival, granted bool) {
 	}
 	bound := end.Add(slack + a.client.lease/2 + 100*time.Millisecond)
 	if now := time.Now(); now.After(bound) {
-		w.violate(11, "a writer of %s that arrived first in line at %s was still waiting at %s (bound %s)",
+		w.violate(12, "a writer of %s that arrived first in line at %s was still waiting at %s (bound %s)",
 			a.client.name, a.start.Sub(w.start), now.Sub(w.start), bound.Sub(w.start))
 	}
 }
@@ -270,7 +270,7 @@ func (w *world) rwCallStarts() (call *int, done func()) {
 	}
 }
 
-// logGrant records a granted call for invariant 11.
+// logGrant records a granted call for invariant 12.
 func (w *world) logGrant(l *dynamolock.Lock, writer bool, callStart time.Time) {
 	w.mu.Lock()
 	w.rwLog = append(w.rwLog, rwRec{l: l, writer: writer, callStart: callStart})
@@ -292,7 +292,7 @@ type rwBeat struct {
 }
 
 // rwHook checks, for one change of the read/write lock's item, that no
-// reader went ahead of a live writer waiting before it (invariant 11),
+// reader went ahead of a live writer waiting before it (invariant 12),
 // then records the queue's beats. Called from hook, with w.mu held.
 func (w *world) rwHook(ch ddbmodel.Change) {
 	if w.pkOf(ch.Key) != rwName {
@@ -327,7 +327,7 @@ func (w *world) rwHook(ch ddbmodel.Change) {
 				}
 				lease := time.Duration(itemN(e.Value, "l")) * time.Millisecond
 				if b := w.rwBeats[wid]; b.beat == itemS(e.Value, "b") && now.Sub(b.at) < lease*9/10 {
-					w.violate(11, "reader %.4s (ticket %d) got the lock ahead of writer %.4s (ticket %d), whose entry was renewed %s ago (lease %s)",
+					w.violate(12, "reader %.4s (ticket %d) got the lock ahead of writer %.4s (ticket %d), whose entry was renewed %s ago (lease %s)",
 						id, ticket, wid, t, now.Sub(b.at), lease)
 				}
 			}

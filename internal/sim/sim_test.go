@@ -30,10 +30,12 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
-	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock; empty for none")
+	flagAvoid    = flag.String("sim.avoid", "delete,refresh-burst", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, refresh-burst, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock; empty for none")
 	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
-	flagRepeat   = flag.Int("sim.repeat", 20, "with -sim.seed: run the seed up to this many times until it shows a violation (see docs/SIMULATION.md on determinism)")
+	flagRepeat   = flag.Int("sim.repeat", 1, "with -sim.seed: run the seed up to this many times until it shows a violation (one seed gives one run: more is for library versions that draw randomness outside internal/entropy)")
+	flagTrace    = flag.String("sim.trace", "", "with -sim.seed: write the seed's setup, violations and whole trace to this file")
+	flagFaults   = flag.String("sim.faults", "call", "where faults are injected: call (whole calls fail, land twice, lose their answer), attempt (the SDK's own attempts, through the real SDK client), or mixed (the seed chooses per client); attempt and mixed do not replay exactly yet (docs/SIMULATION.md)")
 	flagHang     = flag.Duration("sim.hang", 2*time.Minute, "wall time after which a seed that has not finished is reported as hung")
 )
 
@@ -70,9 +72,6 @@ func TestSimulation(t *testing.T) {
 		}
 		seed := first + i
 		if *flagSeed != 0 {
-			// Goroutines woken at the same virtual instant, and the
-			// library's jitter, are not under the seed's control: a replay
-			// may take a few runs to take the same path.
 			for range max(1, *flagRepeat) {
 				if runSeed(t, seed, &tot) {
 					break
@@ -103,14 +102,19 @@ func runSeed(t *testing.T, seed uint64, tot *totals) bool {
 	// time and never ends: report it with the stacks instead of hanging.
 	watchdog := time.AfterFunc(*flagHang, func() {
 		buf := make([]byte, 1<<22)
-		fmt.Fprintf(os.Stderr, "FAIL: seed %d hung for %s of wall time (replay: go test ./internal/sim -run TestSimulation -sim.seed=%d -v)\n%s\n",
-			seed, *flagHang, seed, buf[:runtime.Stack(buf, true)])
+		fmt.Fprintf(os.Stderr, "FAIL: seed %d hung for %s of wall time (replay: %s)\n%s\n",
+			seed, *flagHang, replayCommand(seed), buf[:runtime.Stack(buf, true)])
 		os.Exit(2)
 	})
 	defer watchdog.Stop()
 	synctest.Test(t, func(t *testing.T) {
 		w = simulate(seed, *flagDuration)
 	})
+	if *flagTrace != "" && *flagSeed != 0 {
+		if err := os.WriteFile(*flagTrace, []byte(w.report()), 0o644); err != nil {
+			t.Errorf("-sim.trace: %v", err)
+		}
+	}
 	tot.seeds.Add(1)
 	tot.ops.Add(int64(w.ops))
 	tot.clientSeconds.Add(int64(w.clientSeconds))
@@ -128,14 +132,42 @@ func runSeed(t *testing.T, seed uint64, tot *totals) bool {
 		if *flagSeed != 0 {
 			tail = w.trace // replaying one seed: all of it
 		}
-		t.Errorf("seed %d: %d violations\n%s\nsetup: %s\nreplay alone: go test ./internal/sim -run TestSimulation -sim.seed=%d -v\ntrace up to the first violation (%d lines):\n%s",
-			seed, len(w.violations), strings.Join(w.violations, "\n"), w.setup, seed, len(tail), strings.Join(tail, "\n"))
+		t.Errorf("seed %d: %d violations; replay: %s\n%s\nsetup: %s\ntrace up to the first violation (%d lines):\n%s",
+			seed, len(w.violations), replayCommand(seed), strings.Join(w.violations, "\n"), w.setup, len(tail), strings.Join(tail, "\n"))
 		return true
 	}
 	if *flagSeed != 0 && testing.Verbose() {
 		t.Logf("seed %d: %d operations, no violations\nsetup: %s\ntrace:\n%s", seed, w.ops, w.setup, strings.Join(w.trace, "\n"))
 	}
 	return false
+}
+
+// replayCommand is the command that runs seed again, alone, with every
+// flag that changes what a seed does, and writes its whole trace.
+func replayCommand(seed uint64) string {
+	args := []string{"go test ./internal/sim -run '^TestSimulation$'", fmt.Sprintf("-sim.seed=%d", seed)}
+	for _, name := range []string{"sim.duration", "sim.avoid", "sim.delayall", "sim.faults"} {
+		if f := flag.Lookup(name); f.Value.String() != f.DefValue {
+			args = append(args, fmt.Sprintf("-%s=%q", name, f.Value.String()))
+		}
+	}
+	args = append(args, fmt.Sprintf("-sim.trace=sim-%d.trace", seed), "-v")
+	return strings.Join(args, " ")
+}
+
+// report is a seed's setup, violations and whole trace: what -sim.trace
+// writes.
+func (w *world) report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d operations, %d violations\nsetup: %s\n", w.seed, w.ops, len(w.violations), w.setup)
+	for _, v := range w.violations {
+		b.WriteString(v + "\n")
+	}
+	b.WriteString("trace:\n")
+	for _, line := range w.trace {
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 // world is one seed's simulation.
@@ -170,9 +202,21 @@ type world struct {
 	calls         int
 	slots         []*simClient
 	dataSeen      map[string]map[string]bool // key → every data value its item held (recordData)
-	rwLog         []rwRec                    // granted RWLock calls (invariant 11)
+	rwLog         []rwRec                    // granted RWLock calls (invariant 12)
 	rwCalls       map[*int]time.Time         // RWLock calls in flight, by when they started
 	rwBeats       map[string]rwBeat          // the RWLock queue's beats (rwHook)
+
+	// Exact replay (replay_test.go).
+	randMu  sync.Mutex
+	draws   map[drawKey]int // draws of the library's randomness at drawNow
+	drawNow int64
+	disp    *dispatcher
+}
+
+// lockDB is what a simulated lock client sends its requests to.
+type lockDB interface {
+	dynamolock.DynamoDBClient
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 // simClient is one lock client and its configuration.
@@ -180,6 +224,7 @@ type simClient struct {
 	name   string
 	c      *dynamolock.Client
 	db     *faultyDB
+	api    lockDB // what c sends its requests to: db, or the SDK client over db's transport
 	lease  time.Duration
 	hb     time.Duration
 	opts   []dynamolock.ClientOption
@@ -202,6 +247,7 @@ func simulate(seed uint64, dur time.Duration) *world {
 		releasedBy: map[relKey]uint64{}, tracked: map[*dynamolock.Lock]*tracked{}, releasing: map[*dynamolock.Lock]int{},
 		closing: map[string]bool{}, acquireRVNs: map[int][]string{}, undoSent: map[int]bool{},
 	}
+	w.enter()
 	if r.IntN(4) == 0 {
 		w.sortKey = "s"
 	}
@@ -250,7 +296,7 @@ func simulate(seed uint64, dur time.Duration) *world {
 	for i := range w.slots {
 		for a := range 1 + r.IntN(2) {
 			ar := rand.New(rand.NewPCG(seed, uint64(100*i+a+1)))
-			actors.Go(func() { w.actor(i, ar, deadline) })
+			actors.Go(func() { nest(2*i+a, func() { w.actor(i, a, ar, deadline) }) })
 		}
 	}
 	w.rwActors(&actors, deadline)
@@ -261,19 +307,20 @@ func simulate(seed uint64, dur time.Duration) *world {
 	w.healed.Store(true)
 	var closers sync.WaitGroup
 	for i := range w.slots {
-		closers.Go(func() { w.closeSlot(i, false) })
+		closers.Go(func() { nest(i, func() { w.closeSlot(i, false) }) })
 	}
 	closers.Wait()
 	w.ghosts.Wait()
 	w.liveness()
 	w.mu.Lock()
 	w.checkLocked("at the end")
-	for l, tr := range w.tracked {
-		if !closed(l.Done()) {
+	for _, tr := range w.sortedTracked() {
+		if l := tr.l; !closed(l.Done()) {
 			w.violate(5, "at the end: %s's lock on %s (token %d) never closed Done (Err: %v)", tr.owner, tr.pk, tr.token, l.Err())
 		}
 	}
 	w.mu.Unlock()
+	w.leave()
 	synctest.Wait()
 	if leaked := bubbleLeaks(); leaked != "" {
 		w.mu.Lock()
@@ -330,9 +377,23 @@ func newSimClient(w *world, r *rand.Rand, name string, skew bool) *simClient {
 			ghost: r.Float64() * 0.5,
 		}
 	}
+	// Faults at the level of whole calls (faultyDB) or of the SDK's
+	// attempts (the real SDK client over simTransport): the seed chooses.
+	var ap attemptProfile
+	if attempts := r.IntN(2) == 0; *flagFaults == "attempt" || *flagFaults == "mixed" && attempts {
+		ap = randomAttemptProfile(r, cl.lease)
+		if p == (faultProfile{}) {
+			ap = attemptProfile{attempts: ap.attempts}
+		}
+		p = faultProfile{}
+	}
 	cl.reentrantOnly = r.IntN(4) == 0
-	cl.desc = fmt.Sprintf("lease %s, heartbeat %s, faults: %s", cl.lease, cl.hb, p)
-	cl.db = &faultyDB{w: w, model: w.model, prof: p, r: rand.New(rand.NewPCG(r.Uint64(), 1))}
+	if ap.attempts > 0 {
+		cl.desc = fmt.Sprintf("lease %s, heartbeat %s, faults: %s", cl.lease, cl.hb, ap)
+	} else {
+		cl.desc = fmt.Sprintf("lease %s, heartbeat %s, faults: %s", cl.lease, cl.hb, p)
+	}
+	cl.db = &faultyDB{w: w, model: w.model, prof: p, attempt: ap, r: rand.New(rand.NewPCG(r.Uint64(), 1))}
 	cl.start(w, name)
 	return cl
 }
@@ -340,7 +401,11 @@ func newSimClient(w *world, r *rand.Rand, name string, skew bool) *simClient {
 func (cl *simClient) start(w *world, name string) {
 	cl.name = name
 	cl.db.name = name
-	c, err := dynamolock.New(cl.db, w.lockTable, append(cl.opts, dynamolock.WithOwnerName(name))...)
+	cl.api = cl.db
+	if cl.db.attempt.attempts > 0 {
+		cl.api = cl.db.sdkClient()
+	}
+	c, err := dynamolock.New(cl.api, w.lockTable, append(cl.opts, dynamolock.WithOwnerName(name))...)
 	if err != nil {
 		panic(err)
 	}
@@ -358,6 +423,7 @@ func (w *world) client(slot int) *simClient {
 // closeSlot closes a slot's client and, when restart is set, puts a new
 // client with a new owner name in its place.
 func (w *world) closeSlot(slot int, restart bool) {
+	w.step(fmt.Sprintf("close %d", slot))
 	w.mu.Lock()
 	cl := w.slots[slot]
 	if cl.closed {
@@ -369,18 +435,19 @@ func (w *world) closeSlot(slot int, restart bool) {
 	w.tracef("%s: Close starts", cl.name)
 	w.mu.Unlock()
 	err := cl.c.Close()
+	w.step(fmt.Sprintf("closed %d", slot))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.clientSeconds += time.Since(cl.born).Seconds()
 	w.tracef("%s: Close returned %v", cl.name, err)
-	for l, tr := range w.tracked {
-		if tr.client == cl && w.releasing[l] == 0 && l.Err() == nil && !l.IsExpired() {
+	for _, tr := range w.sortedTracked() {
+		if l := tr.l; tr.client == cl && w.releasing[l] == 0 && l.Err() == nil && !l.IsExpired() {
 			w.violate(7, "%s's lock on %s (token %d) is still valid after Close returned", cl.name, tr.pk, tr.token)
 		}
 	}
 	if restart {
 		next := &simClient{lease: cl.lease, hb: cl.hb, opts: cl.opts, desc: cl.desc, reentrantOnly: cl.reentrantOnly,
-			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof}}
+			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof, attempt: cl.db.attempt}}
 		cl.db.mu.Lock()
 		next.db.r = rand.New(rand.NewPCG(cl.db.r.Uint64(), 2))
 		cl.db.mu.Unlock()
@@ -396,6 +463,7 @@ func (w *world) closeSlot(slot int, restart bool) {
 }
 
 func (w *world) track(cl *simClient, l *dynamolock.Lock, how string) {
+	w.step(fmt.Sprintf("track %s %s %s %d %s", cl.name, how, l.PartitionKey(), l.FencingToken(), l.RecordVersionNumber()))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.tracked[l]; ok {
@@ -409,8 +477,14 @@ func (w *world) track(cl *simClient, l *dynamolock.Lock, how string) {
 }
 
 // actor does random operations through the client in slot until deadline.
-func (w *world) actor(slot int, r *rand.Rand, deadline time.Time) {
+func (w *world) actor(slot, a int, r *rand.Rand, deadline time.Time) {
+	// Start at a random nanosecond: requests sent at one instant make
+	// leases and heartbeats of different clients fall due at one instant,
+	// and goroutines woken together draw the library's randomness in an
+	// order the seed does not fix (replay_test.go).
+	time.Sleep(time.Duration(r.Int64N(int64(10 * time.Millisecond))))
 	for time.Now().Before(deadline) {
+		w.step(fmt.Sprintf("actor %d.%d", slot, a))
 		cl := w.client(slot)
 		key := w.keys[r.IntN(len(w.keys))]
 		n := r.IntN(100)
@@ -509,23 +583,23 @@ func (w *world) acquireAndHold(cl *simClient, r *rand.Rand, key string) {
 	w.release(cl, r, l)
 }
 
-// acquireFailed checks that an acquisition that failed because of the item
-// it found left no item naming this client behind.
+// acquireFailed checks that an acquisition that failed left no write of its
+// own behind without trying to undo it (issue 21, item 6): when it
+// returns, an item holding one of the RVNs it wrote, unreleased, means the
+// key is held by nobody for a lease, unless the call sent its undo (which
+// faults may defeat).
 func (w *world) acquireFailed(cl *simClient, key string, call int, err error) {
+	w.step(fmt.Sprintf("acquire failed %s %s %d", cl.name, key, call))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.tracef("%s acquire %s failed: %v", cl.name, key, err)
-	var ife *dynamolock.ItemFormatError
-	if !errors.As(err, &ife) {
-		return
-	}
 	if w.undoSent[call] {
 		return // it tried to release its write; under faults that may fail
 	}
 	it := w.current[ddbmodel.KeyString(key, w.sortKey)]
 	for _, rvn := range w.acquireRVNs[call] {
 		if it != nil && !released(it) && itemS(it, "ownerName") == cl.name && itemS(it, "recordVersionNumber") == rvn {
-			w.violate(6, "%s's acquisition of %s failed (%v) but left the item held in its name, unheartbeated: %s", cl.name, key, err, showItem(it))
+			w.violate(6, "%s's acquisition of %s failed (%v) but left its write on the item, unheartbeated, and sent no undo: %s", cl.name, key, err, showItem(it))
 		}
 	}
 }
@@ -563,6 +637,10 @@ func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 			err := cl.c.SendHeartbeat(l, opts...)
 			w.note("%s SendHeartbeat %s (%s): %v", cl.name, l.PartitionKey(), strings.Join(desc, ", "), err)
 		case 1:
+			if r.IntN(6) == 0 && !avoid("refresh-burst") {
+				w.refreshBurst(cl, r, l)
+				break
+			}
 			w.guardedWrite(cl, r, l)
 		default:
 			got, err := cl.c.Get(l.PartitionKey())
@@ -596,7 +674,7 @@ func (w *world) guardedWrite(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 		if r.IntN(2) == 0 {
 			items[0], items[1] = items[1], items[0]
 		}
-		_, err := cl.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		_, err := cl.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		w.note("%s guarded write on %s (token %d): %v", cl.name, l.PartitionKey(), l.FencingToken(), errOrOK(err))
 		return
 	}
@@ -605,8 +683,38 @@ func (w *world) guardedWrite(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 	if r.IntN(2) == 0 {
 		items[0], items[1] = items[1], items[0]
 	}
-	_, err := record(cl.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}))
+	_, err := record(cl.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}))
 	w.note("%s guarded write with refresh on %s (token %d): %v; lock err now %v", cl.name, l.PartitionKey(), l.FencingToken(), errOrOK(err), l.Err())
+}
+
+// refreshBurst sends many guarded refreshes in a row whose own condition
+// (on the data item) fails: each is a write of the lock that may have
+// landed, until the lock's next renewal (issue 21, finding 4: more than
+// 100 of them made every renewal's RVN IN (...) too long for DynamoDB).
+func (w *world) refreshBurst(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
+	n := 20 + r.IntN(130)
+	failed := 0
+	var last error
+	for i := range n {
+		if l.Err() != nil {
+			n = i
+			break
+		}
+		item, record := l.TransactionWithRefresh()
+		check := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:                aws.String(w.dataTable),
+			Key:                      map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: l.PartitionKey()}},
+			ConditionExpression:      aws.String("attribute_exists(#never)"),
+			ExpressionAttributeNames: map[string]string{"#never": "never"},
+		}}
+		_, err := record(cl.api.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{item, check}}))
+		if err != nil {
+			failed++
+			last = err
+		}
+	}
+	w.note("%s burst of %d guarded refreshes on %s (token %d) that fail their own condition: %d failed (last: %v); lock err now %v",
+		cl.name, n, l.PartitionKey(), l.FencingToken(), failed, errOrOK(last), l.Err())
 }
 
 func errOrOK(err error) string {
@@ -634,12 +742,14 @@ func (w *world) release(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 		desc = append(desc, "best effort")
 		bestEffort = true
 	}
+	w.step(fmt.Sprintf("release %s %s %d", cl.name, l.PartitionKey(), l.FencingToken()))
 	w.mu.Lock()
 	w.releasing[l]++
 	startSeq := w.seq
 	w.tracef("%s release %s token %d (%s)", cl.name, l.PartitionKey(), l.FencingToken(), strings.Join(desc, ", "))
 	w.mu.Unlock()
 	ok, err := cl.c.ReleaseLock(l, opts...)
+	w.step(fmt.Sprintf("released %s %s %d", cl.name, l.PartitionKey(), l.FencingToken()))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.releasing[l]--
@@ -677,11 +787,13 @@ func (w *world) do(cl *simClient, r *rand.Rand, key string) {
 		w.track(cl, l, "Do")
 		w.hold(cl, r, l)
 		held = l
+		w.step(fmt.Sprintf("do returns %s %s %d", cl.name, l.PartitionKey(), l.FencingToken()))
 		w.mu.Lock()
 		w.releasing[l]++
 		w.mu.Unlock()
 		return nil
 	}, opts...)
+	w.step(fmt.Sprintf("do returned %s %s", cl.name, key))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if held != nil {
@@ -701,6 +813,7 @@ func (w *world) chaos(r *rand.Rand, deadline time.Time, stalls, closes, foreign 
 		if !time.Now().Before(deadline) {
 			return
 		}
+		w.step("chaos")
 		slot := r.IntN(len(w.slots))
 		cl := w.client(slot)
 		switch r.IntN(3) {
@@ -770,7 +883,7 @@ func (w *world) liveness() {
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
-	for _, key := range w.keys {
+	for ki, key := range w.keys {
 		it := w.model.Item(w.lockTable, ddbmodel.KeyString(key, w.sortKey))
 		bound := 50 * time.Millisecond
 		if it != nil && !released(it) {
@@ -786,26 +899,33 @@ func (w *world) liveness() {
 			}
 			bound += lease + refresh
 		}
-		wg.Go(func() {
-			l, err := prober.AcquireLock(key, dynamolock.ReplaceData(), dynamolock.WithRefreshPeriod(refresh),
-				dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
-			took := time.Since(start)
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			switch {
-			case err != nil:
-				w.violate(6, "liveness: with every client closed, the prober could not acquire %s: %v", key, err)
-			case took > bound:
-				w.violate(6, "liveness: with every client closed, the prober got %s after %s (bound %s)", key, took, bound)
-			default:
-				w.tracef("prober got %s after %s (bound %s)", key, took, bound)
-				_ = l
-			}
-		})
+		wg.Go(func() { nest(ki, func() { w.probe(prober, key, start, bound) }) })
 	}
 	wg.Wait()
 	if err := prober.Close(); err != nil {
 		w.note("prober Close: %v", err)
+	}
+}
+
+// probe is the liveness check of one key.
+func (w *world) probe(prober *dynamolock.Client, key string, start time.Time, bound time.Duration) {
+	const refresh = 100 * time.Millisecond
+	// Keys acquired at one instant would be renewed at one instant, by
+	// goroutines with one call stack (replay_test.go): start apart.
+	time.Sleep(time.Duration(len(key)*7919+int(key[len(key)-1])*104729) * time.Nanosecond)
+	_, err := prober.AcquireLock(key, dynamolock.ReplaceData(), dynamolock.WithRefreshPeriod(refresh),
+		dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+	took := time.Since(start)
+	w.step("prober " + key)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err != nil:
+		w.violate(6, "liveness: with every client closed, the prober could not acquire %s: %v", key, err)
+	case took > bound:
+		w.violate(6, "liveness: with every client closed, the prober got %s after %s (bound %s)", key, took, bound)
+	default:
+		w.tracef("prober got %s after %s (bound %s)", key, took, bound)
 	}
 }
 

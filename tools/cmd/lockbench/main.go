@@ -74,6 +74,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		heartbeat  = fs.Duration("heartbeat", time.Second, "capacity: heartbeat period")
 		conc       = fs.Int("concurrency", 0, "capacity: WithHeartbeatConcurrency (0: the default, 32)")
 		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks")
+		unpaced    = fs.Bool("unpaced", false, "capacity: ask for the N locks without pausing for the heartbeat backlog (admission control alone decides); every N of -search runs")
 		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate first (0: skip)")
 		trials     = fs.Int("trials", 8, "failover: trials per scenario; handover: clients side by side per refresh period")
 		waiters    = fs.Int("waiters", bench.DefaultHandover().Waiters, "handover: goroutines of one client waiting for the key")
@@ -171,7 +172,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		}
 		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench latency"}, args...), " ")))
 	case "capacity":
-		cfg := bench.CapacityConfig{Hold: *hold, Lease: *lease, Heartbeat: *heartbeat, Concurrency: *conc, AcquireWorkers: *workers}
+		cfg := bench.CapacityConfig{Hold: *hold, Lease: *lease, Heartbeat: *heartbeat, Concurrency: *conc, AcquireWorkers: *workers, Unpaced: *unpaced}
 		if *trace {
 			cfg.Trace = os.Stderr
 		}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +27,11 @@ type CapacityConfig struct {
 	Heartbeat      time.Duration
 	Concurrency    int // WithHeartbeatConcurrency; 0: the default
 	AcquireWorkers int // acquisitions in flight while taking the N locks
+	// Unpaced asks for the N locks as fast as AcquireWorkers allow, with
+	// no pause for the heartbeat backlog: whether they can be renewed is
+	// then the library's own decision (admission control refuses or makes
+	// them wait), as for an application that simply asks (issue 24).
+	Unpaced bool
 	// HeapProfile, when set, is a file to write a heap profile to while
 	// the locks are held.
 	HeapProfile string
@@ -40,6 +46,7 @@ type CapacityRun struct {
 	CapacityConfig
 	Acquired      int           // locks acquired
 	AcquireErrors int           // acquisitions that failed
+	Refused       int           // of which with ErrHeartbeatCapacity
 	AcquireTime   time.Duration // to acquire all N
 	Lost          int           // locks lost, from the first acquisition to the end of the hold
 	LostAcquiring int           // of which while the N locks were being acquired
@@ -133,7 +140,7 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 	began := time.Now()
 	stopTrace := traceStats(c, cfg.Trace, began)
 	defer stopTrace()
-	var next, failed atomic.Int64
+	var next, failed, refused atomic.Int64
 	var pauseUntil atomic.Int64 // unix nanoseconds
 	var firstErr atomic.Value
 	sampled := make(chan struct{})
@@ -159,7 +166,7 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 			window[i%len(window)] = st.HeartbeatsSent
 			rate := float64(st.HeartbeatsSent-prev) / (tick * time.Duration(len(window))).Seconds()
 			drain := float64(st.HeartbeatBacklog) / max(rate, 1)
-			if st.LateHeartbeats > late || (i >= len(window) && drain > slack) {
+			if !cfg.Unpaced && (st.LateHeartbeats > late || (i >= len(window) && drain > slack)) {
 				pauseUntil.Store(time.Now().Add(250 * time.Millisecond).UnixNano())
 			}
 			late = st.LateHeartbeats
@@ -172,7 +179,7 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 				if d := time.Until(time.Unix(0, pauseUntil.Load())); d > 0 {
 					time.Sleep(d)
 				}
-				if time.Since(began) > acquireBudget {
+				if time.Since(began) > acquireBudget && !cfg.Unpaced {
 					return // the run fails: not all N acquired
 				}
 				i := int(next.Add(1) - 1)
@@ -182,7 +189,11 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 				l, err := c.AcquireLockWithContext(ctx, keys[i], dynamolock.FailIfLocked())
 				if err != nil {
 					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
+					if errors.Is(err, dynamolock.ErrHeartbeatCapacity) {
+						refused.Add(1)
+					} else {
+						firstErr.CompareAndSwap(nil, err.Error())
+					}
 					continue
 				}
 				locks[i] = l
@@ -197,12 +208,13 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 	}
 	r.AcquireTime = time.Since(began)
 	r.AcquireErrors = int(failed.Load())
+	r.Refused = int(refused.Load())
 	for _, l := range locks {
 		if l != nil {
 			r.Acquired++
 		}
 	}
-	if r.AcquireErrors > 0 {
+	if r.AcquireErrors > r.Refused {
 		e.logf("capacity N=%d: %d acquisitions failed, first: %v", cfg.N, r.AcquireErrors, firstErr.Load())
 	}
 
@@ -332,6 +344,19 @@ func (r *CapacityResult) Bound() float64 {
 	return r.Ceiling.PerSec() * r.Runs[0].Lease.Seconds()
 }
 
+// RunBound is issue 24's bound for x: min(N, raw ceiling × lease), the
+// most locks x could hold (0: no ceiling measured).
+func (r *CapacityResult) RunBound(x *CapacityRun) float64 {
+	if r.Ceiling == nil {
+		return 0
+	}
+	return min(float64(x.N), r.Ceiling.PerSec()*x.Lease.Seconds())
+}
+
+// NeverLoseTarget is issue 24's target: with zero locks lost, hold at
+// least this fraction of RunBound.
+const NeverLoseTarget = 0.85
+
 // BoundFraction is Held ÷ Bound, when a ceiling was measured.
 func (r *CapacityResult) BoundFraction() (float64, bool) {
 	b := r.Bound()
@@ -388,7 +413,7 @@ func SearchCapacity(ctx context.Context, e *Env, base CapacityConfig, ns []int, 
 		if err != nil {
 			return res, err
 		}
-		if !r.OK() {
+		if !r.OK() && !base.Unpaced { // unpaced: every N asked is a row
 			break
 		}
 	}

@@ -94,7 +94,7 @@ func (g *gapTracker) finish(end time.Time) (p50, p99, maxGap time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, t := range g.last {
-		if !t.IsZero() {
+		if !t.IsZero() && t.Before(end) { // a beat sent since end has no open gap
 			g.add(end.Sub(t))
 		}
 	}

@@ -79,6 +79,23 @@ func (r *CapacityResult) Markdown(cmd string) string {
 		}
 		b.w("")
 	}
+	if unpaced := r.unpacedRuns(); len(unpaced) > 0 && r.Ceiling != nil {
+		b.w("**Refuse, never lose** (issue 24): each N asked unpaced (%d acquisitions in flight, `FailIfLocked`, no pause for the heartbeat backlog: admission control alone decides), held for the hold time. "+
+			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the ceiling measured above, in the same run. Target: 0 lost and held at end ≥ %.0f%% of the bound.",
+			unpaced[0].AcquireWorkers, 100*NeverLoseTarget)
+		b.w("")
+		b.w("| N asked | lost | refused | other errors | held at end | bound | held ÷ bound | asking took | max renewal gap |")
+		b.w("|---|---|---|---|---|---|---|---|---|")
+		for _, x := range unpaced {
+			bound := r.RunBound(x)
+			f := float64(x.HeldAtEnd) / bound
+			b.w("| %s | %s | %s | %s | %s | %s | %.0f%% (%s) | %s | %s s |",
+				commas(int64(x.N)), boldIf(x.Lost > 0, commas(int64(x.Lost))), commas(int64(x.Refused)), commas(int64(x.AcquireErrors-x.Refused)),
+				commas(int64(x.HeldAtEnd)), commas(int64(bound)), 100*f, metWord(x.Lost == 0 && f >= NeverLoseTarget),
+				x.AcquireTime.Round(100*time.Millisecond), secs(x.GapMax))
+		}
+		b.w("")
+	}
 	b.w("| N | acquired in | lost | held at end | heartbeats sent: total, per s (%% of nominal N / 1 s) | late beats | max backlog | renewal gap p50 / p99 / max | goroutines (before → max) | heap / lock | client CPU per lock-second | DynamoDB Local CPU | Close |")
 	b.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, x := range r.Runs {
@@ -132,6 +149,24 @@ func (r *CapacityResult) Markdown(cmd string) string {
 		}
 	}
 	return b.String()
+}
+
+// unpacedRuns are the runs that asked unpaced.
+func (r *CapacityResult) unpacedRuns() []*CapacityRun {
+	var out []*CapacityRun
+	for _, x := range r.Runs {
+		if x.Unpaced {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func boldIf(b bool, s string) string {
+	if b {
+		return "**" + s + "**"
+	}
+	return s
 }
 
 // heapCell is the heap per held lock; meaningless when most were lost.

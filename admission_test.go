@@ -1,0 +1,119 @@
+package dynamolock_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
+)
+
+// Issue 21, finding 3: a short slowdown saturates the only heartbeat
+// worker for a moment and sets the measured rate to about 2 beats/s; the
+// beats are fast again afterwards, so admission control must open again
+// within a few seconds. Before the fix the saturated rate was never
+// measured again (windows with a free worker measure nothing) and every
+// new acquisition failed with ErrHeartbeatCapacity after its lease.
+func TestAdmissionReopensAfterShortSlowdown(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	fdb := faults.Wrap(db)
+	c := newClient(t, fdb, table,
+		dynamolock.WithLeaseDuration(10*time.Second), dynamolock.WithHeartbeatPeriod(time.Second),
+		dynamolock.WithHeartbeatConcurrency(1))
+	locks := make([]*dynamolock.Lock, 20)
+	for i := range locks {
+		l, err := c.AcquireLock(fmt.Sprintf("held-%d", i))
+		require.NoError(t, err)
+		locks[i] = l
+	}
+	// Five heartbeats take 500 ms each: the worker is busy for 2.5 s while
+	// the others queue.
+	slow := &faults.Rule{Op: "UpdateItem", Match: isHeartbeat, Times: 5, Before: faults.Sleep(500 * time.Millisecond)}
+	fdb.Add(slow)
+	waitFor(t, 20*time.Second, "five slow heartbeats", func() bool { return fdb.Hits(slow) == 5 })
+	// The slowdown is over; the fast beats that follow must reopen
+	// admission. Its bound: the acquisition's lease (10 s).
+	start := time.Now()
+	l, err := c.AcquireLockWithContext(context.Background(), "free")
+	require.NoError(t, err, "after %s", time.Since(start))
+	_, err = c.ReleaseLock(l)
+	require.NoError(t, err)
+	for _, l := range locks {
+		select {
+		case <-l.Done():
+			t.Fatalf("lock %q lost: %v", l.PartitionKey(), l.Err())
+		default:
+		}
+	}
+	t.Logf("admitted after %s; admission waits: %d", time.Since(start).Round(time.Millisecond), c.Stats().AdmissionWaits)
+}
+
+// Issue 24, "refuse, never lose", in small: a backend that serves one
+// write at a time, 10 ms each (100 writes/s, for heartbeats and
+// acquisitions alike, as DynamoDB's queue is shared), and 64 goroutines
+// asking for 600 free keys at once, while the held locks (lease 4 s) need
+// one renewal per lease each: at most 400 can be renewed. The orderings
+// that lost locks before: acquisitions' writes queued ahead of the
+// heartbeats (64 of them in flight beside 32 heartbeat workers), admitted
+// in a burst that one look at the load let through, and each new lock's
+// lease eaten by its own acquisition's wait in that queue. Now every lock
+// granted is renewed: what cannot be is refused or waits.
+func TestAdmissionRefusesRatherThanLoses(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	server := make(chan struct{}, 1)
+	serve := func(ctx context.Context) error {
+		select {
+		case server <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-server }()
+		return faults.Sleep(10 * time.Millisecond)(ctx)
+	}
+	fdb := faults.Wrap(db, &faults.Rule{Op: "UpdateItem", Before: serve})
+	c := newClient(t, fdb, table, dynamolock.WithLeaseDuration(4*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
+	var mu sync.Mutex
+	var held []*dynamolock.Lock
+	refused := 0
+	var wg sync.WaitGroup
+	keys := make(chan int, 600)
+	for i := range 600 {
+		keys <- i
+	}
+	close(keys)
+	for range 64 {
+		wg.Go(func() {
+			for i := range keys {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				l, err := c.AcquireLockWithContext(ctx, fmt.Sprintf("k%d", i), dynamolock.FailIfLocked())
+				cancel()
+				mu.Lock()
+				if err == nil {
+					held = append(held, l)
+				} else {
+					refused++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(5 * time.Second) // more than a lease: every held lock must be renewed through it
+	lost := 0
+	for _, l := range held {
+		if l.Err() != nil {
+			lost++
+		}
+	}
+	t.Logf("held %d, refused %d, lost %d, stats %+v", len(held), refused, lost, c.Stats())
+	require.Zero(t, lost, "locks lost while the backend answered")
+	require.Zero(t, c.Stats().LocksLost)
+	require.NotZero(t, refused, "600 locks cannot all be renewed at 100 writes/s")
+}
