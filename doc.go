@@ -39,7 +39,7 @@
 //     [Client.LocksByPartitionKey]), per-lock leases ([WithLockLease]),
 //     first-come-first-served waiting across processes ([WithFairness]),
 //     and the recipes: [Client.NewElection], [Client.AcquireLocks],
-//     [Client.NewSemaphore].
+//     [Client.NewSemaphore], [Client.NewRWLock].
 //
 // # Options, by where they apply
 //
@@ -56,7 +56,8 @@
 //     tables ([WithSingleWriterRegion]); logs and metrics ([WithSlog],
 //     [WithLogger], [WithContextLogger], [WithMeterProvider]).
 //   - Acquisition, given to [Client.AcquireLockWithContext], [Client.Do],
-//     [Client.AcquireLocks] and [Semaphore.Acquire]
+//     [Client.AcquireLocks], [Semaphore.Acquire], [RWLock.RLock] and
+//     [RWLock.Lock]
 //     ([AcquireLockOption]): how to wait ([FailIfLocked],
 //     [WithRefreshPeriod], [WithRefreshJitter],
 //     [WithAdditionalTimeToWaitForLock], [WithFairness]); which lock

@@ -462,6 +462,52 @@ func ExampleSemaphore() {
 	// third after a release: true true
 }
 
+func ExampleRWLock() {
+	ctx := context.Background()
+	table := exampleTable("shards")
+	c, err := dynamolock.New(exampleDB(), table)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTableWithContext(ctx, table); err != nil {
+		log.Fatal(err)
+	}
+
+	rw, err := c.NewRWLock("shard-map")
+	if err != nil {
+		log.Fatal(err)
+	}
+	r1, err := rw.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r2, err := rw.RLock(ctx) // readers share the lock
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = rw.Lock(ctx, dynamolock.FailIfLocked())
+	var held *dynamolock.LockHeldError
+	fmt.Println("writer refused while reading:", errors.As(err, &held))
+
+	for _, r := range []*dynamolock.Lock{r1, r2} {
+		if err := r.Close(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	w, err := rw.Lock(ctx, dynamolock.FailIfLocked())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("writer's token above the readers':", w.FencingToken() > r1.FencingToken())
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// writer refused while reading: true
+	// writer's token above the readers': true
+}
+
 // README's "Testing your code": a user's failover test on dynamolocktest,
 // in virtual time (the leases add up to two minutes; it runs in
 // milliseconds).

@@ -57,6 +57,9 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 	case o.deleteData && o.data != nil:
 		return invalid("ReplaceHeartbeatData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be combined with DeleteData")
 	}
+	if lock.reader && (o.data != nil || o.deleteData) {
+		return invalid("ReplaceHeartbeatData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be used by an RWLock reader: the item's data is the writer's")
+	}
 	if o.data != nil {
 		if err := c.validateItemSize("ReplaceHeartbeatData", lock.partitionKey, lock.sortKey, o.data, lock.AdditionalAttributes()); err != nil {
 			return err
@@ -261,6 +264,9 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 // the renewal state.
 func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
+	if l.reader {
+		return c.guardedUpdate(l.itemKey(), b, readerRenewal(b, l.rare.readerID, w), l.conditionLocked(b, w.rvn))
+	}
 	update := "SET " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(w.rvn)) +
 		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(w.lease)))
 	if w.opts.data != nil {
@@ -303,6 +309,9 @@ func (l *Lock) conditionLocked(b *exprBuilder, extra string) string {
 	}
 	if extra != "" && !seen {
 		in += ", " + b.value(":v", attrS(extra))
+	}
+	if l.reader {
+		return readerBeatPath(b, l.rare.readerID) + " IN (" + in + ")"
 	}
 	return ownerCondition(b, l.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
 }
@@ -402,7 +411,7 @@ func (l *Lock) adoptMovedRVN(item map[string]types.AttributeValue) bool {
 // ownItem decodes item and reports whether it is this acquisition's: same
 // owner and fencing token (released or not).
 func (l *Lock) ownItem(item map[string]types.AttributeValue) (*lockRecord, bool) {
-	if len(item) == 0 {
+	if len(item) == 0 || l.reader {
 		return nil, false
 	}
 	rec, err := l.client.schema.decodeItem(item)

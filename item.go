@@ -27,10 +27,12 @@ const (
 )
 
 // lockAttributes are every attribute of a lock item that the lock itself
-// writes (attrFairQueue with WithFairness): the one list that key, TTL and
-// additional attribute names are checked against.
+// writes (attrFairQueue with WithFairness; the last three in an RWLock's
+// item): the one list that key, TTL and additional attribute names are
+// checked against.
 var lockAttributes = []string{attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased,
-	attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue}
+	attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue,
+	attrReaders, attrReadersVersion, attrWritersArrived}
 
 // lockAttribute reports whether name is one of the lock item's own
 // attributes, which a key, TTL or additional attribute must not be named

@@ -37,6 +37,7 @@ type Lock struct {
 	// Immutable after construction.
 	kind            lockKind
 	deleteOnRelease bool
+	reader          bool // an RWLock's reader: its entry in the readers map is rare.readerID
 	// Guarded by mu.
 	writing       bool // a write (heartbeat, release) holds this lock's write turn
 	itemReleased  bool // the item carried isReleased (read-only views)
@@ -75,6 +76,9 @@ type lockRare struct {
 	// waiters wait for the write turn, in order; giving the turn back hands
 	// it to the first by closing its channel.
 	waiters []chan struct{}
+	// readerID is an RWLock reader's entry id; set before the lock is
+	// published and never changed (regKey reads it without mu).
+	readerID string
 }
 
 // lockKind is what a *Lock is: a lock this client acquired, a read-only
@@ -126,7 +130,12 @@ func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Ti
 }
 
 // regKey is the lock's key in its client's registry.
-func (l *Lock) regKey() string { return registryKey(l.partitionKey, l.sortKey) }
+func (l *Lock) regKey() string {
+	if l.reader {
+		return readerRegKey(l.partitionKey, l.sortKey, l.rare.readerID)
+	}
+	return registryKey(l.partitionKey, l.sortKey)
+}
 
 // setDataLocked replaces the lock's data. Called with mu held.
 func (l *Lock) setDataLocked(data []byte) {

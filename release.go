@@ -57,6 +57,9 @@ func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ..
 			opt(o)
 		}
 	}
+	if lock.reader && (o.data != nil || o.deleteLock != nil && *o.deleteLock) {
+		return false, invalid("WithDataAfterRelease", fmt.Sprintf("%d bytes", len(o.data)), "and WithDeleteLock cannot be used by an RWLock reader: the item is the writer's")
+	}
 	if o.data != nil {
 		if err := c.validateItemSize("WithDataAfterRelease", lock.partitionKey, lock.sortKey, o.data, lock.AdditionalAttributes()); err != nil {
 			return false, err
@@ -164,6 +167,9 @@ func (l *Lock) releasedBefore(item map[string]types.AttributeValue) bool {
 	if len(item) == 0 {
 		return true
 	}
+	if l.reader {
+		return !readerHasEntry(item, l.rare.readerID) // within the lease only its own release removes it
+	}
 	rec, ours := l.ownItem(item)
 	if ours {
 		return rec.released
@@ -197,6 +203,12 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 	cond := l.conditionLocked(b, "")
 	l.mu.Unlock()
 	var err error
+	if l.reader {
+		// A reader's release removes its own entry, whatever deleteLock
+		// and data say: the item and its data are the writer's.
+		_, err = c.updateItem(ctx, c.guardedUpdate(l.itemKey(), b, readerRelease(b, l.rare.readerID), cond))
+		return err
+	}
 	if deleteLock {
 		_, err = c.deleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName:                           aws.String(c.tableName),

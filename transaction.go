@@ -39,7 +39,7 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 		Key:                                 l.itemKey(),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.values,
+		ExpressionAttributeValues:           b.valuesOrNil(), // a reader's condition has none
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 }
@@ -47,6 +47,9 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 // guardCondition: this owner, this acquisition (fencing token, or the RVN
 // for an item without one), not released.
 func (l *Lock) guardCondition(b *exprBuilder) string {
+	if l.reader {
+		return "attribute_exists(" + readerPath(b, l.rare.readerID) + ")" // entry ids are never reused
+	}
 	cond := ownerCondition(b, l.ownerName)
 	if l.fencingToken > 0 {
 		return cond + " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken))
@@ -87,7 +90,7 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // function's error matches [ErrWritesInDoubt]; the next heartbeat that
 // lands clears them.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
-	if l == nil || l.client == nil || l.kind == lockView {
+	if l == nil || l.client == nil || l.kind == lockView || l.reader {
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 			return out, err
 		}

@@ -24,6 +24,7 @@ type tracked struct {
 	owner  string
 	token  uint64
 	client *simClient
+	reader bool // an RWLock's reader: checked by checkRW, not by invariants 1 and 2
 }
 
 type relKey struct {
@@ -71,6 +72,16 @@ func showItem(it ddbmodel.Item) string {
 		}
 		sort.Strings(ts)
 		s += " queue[" + strings.Join(ts, " ") + "]"
+	}
+	if r, ok := it["readers"].(*types.AttributeValueMemberM); ok {
+		var rs []string
+		for id, e := range r.Value {
+			if m, ok := e.(*types.AttributeValueMemberM); ok {
+				rs = append(rs, fmt.Sprintf("%.4s:%.4s", id, itemS(m.Value, "b")))
+			}
+		}
+		sort.Strings(rs)
+		s += " readers[" + strings.Join(rs, " ") + "]"
 	}
 	if d, ok := it["data"]; ok {
 		if _, isB := d.(*types.AttributeValueMemberB); !isB {
@@ -128,6 +139,7 @@ func (w *world) hook(e ddbmodel.Event) {
 		}
 		b, a := ch.Before, ch.After
 		w.recordData(ch.Key, a)
+		w.rwHook(ch)
 		// 4. Fencing tokens of successive acquisitions strictly increase.
 		if a != nil && (b == nil || itemN(a, "fencingToken") != itemN(b, "fencingToken")) && itemN(a, "fencingToken") > 0 {
 			tok := itemN(a, "fencingToken")
@@ -204,6 +216,7 @@ func errName(err error) string {
 // from the hook.
 func (w *world) checkLocked(where string) {
 	live := map[string][]*tracked{}
+	readers := map[string][]*tracked{} // RWLock readers, by key
 	var keys []string
 	for _, tr := range w.sortedTracked() {
 		l := tr.l
@@ -234,10 +247,17 @@ func (w *world) checkLocked(where string) {
 		if w.releasing[l] > 0 || w.closing[tr.owner] {
 			continue
 		}
+		if tr.reader {
+			readers[tr.key] = append(readers[tr.key], tr)
+			continue
+		}
 		if len(live[tr.key]) == 0 {
 			keys = append(keys, tr.key)
 		}
 		live[tr.key] = append(live[tr.key], tr)
+		if tr.pk == rwName {
+			w.checkRWWriter(where, tr)
+		}
 		// 2. A lock its holder believes valid is the item, not released.
 		{
 			it := w.current[tr.key]
@@ -256,6 +276,9 @@ func (w *world) checkLocked(where string) {
 			}
 			w.violate(1, "%s: %s held by %s at once", where, trs[0].pk, strings.Join(who, " and "))
 		}
+	}
+	for key, trs := range readers {
+		w.checkRW(where, live[key], trs)
 	}
 }
 

@@ -35,6 +35,10 @@ import (
 	"github.com/arielsrv/dynamolock/v2/tools/internal/bench"
 )
 
+// handWritten marks where the sections of BENCHMARKS.md that lockbench
+// does not generate begin: everything from it on survives `lockbench all`.
+const handWritten = "<!-- hand-written sections below: kept by make bench -->"
+
 func main() {
 	if len(os.Args) < 2 {
 		usage()
@@ -142,6 +146,13 @@ func run(ctx context.Context, cmd string, args []string) error {
 				return err
 			}
 			fmt.Fprintln(os.Stderr, "lockbench: wrote", *png)
+		}
+		// Sections measured by other commands follow handWritten in the
+		// file; they are kept.
+		if old, err := os.ReadFile(*out); err == nil {
+			if i := strings.Index(string(old), handWritten); i >= 0 {
+				doc = strings.TrimRight(doc, "\n") + "\n\n" + string(old[i:])
+			}
 		}
 		if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
 			return err

@@ -1,5 +1,7 @@
-// Regression tests for the interleavings an adversarial review of the
-// "never held twice" fixes found; each failed before its fix.
+// Renewals and releases under interleavings: a guarded refresh beside a
+// heartbeat, a release whose answer was lost or throttled, 503s with
+// WithHoldLockOnServiceUnavailable, a reentrant acquisition beside another.
+// Each test failed before its fix.
 package dynamolock_test
 
 import (

@@ -1,0 +1,184 @@
+package dynamolock
+
+// The errors of DynamoDB calls that say what to fix: a table keyed otherwise
+// than this client's key schema, and an endpoint that cannot be reached or
+// spoken to. classify.go turns DynamoDB's and the SDK's errors into them.
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// KeyAttribute is one key attribute of a lock table's key schema.
+type KeyAttribute struct {
+	Name    string
+	KeyType types.KeyType             // HASH (partition key) or RANGE (sort key)
+	Type    types.ScalarAttributeType // S, N or B; "" when not known
+}
+
+func (k KeyAttribute) String() string {
+	role := "partition key"
+	if k.KeyType == types.KeyTypeRange {
+		role = "sort key"
+	}
+	if k.Type == "" {
+		return fmt.Sprintf("%s %q", role, k.Name)
+	}
+	return fmt.Sprintf("%s %q (%s)", role, k.Name, k.Type)
+}
+
+// KeySchemaError reports that the lock table's key schema is not the one
+// this client uses: DynamoDB rejected a call's key, or
+// [Client.CreateTableIfNotExistsWithContext] found an existing table keyed otherwise.
+// It matches [ErrKeySchemaMismatch] with [errors.Is].
+type KeySchemaError struct {
+	Table    string
+	Expected []KeyAttribute // the key attributes this client uses (always type S)
+	Found    []KeyAttribute // the table's key schema; nil when it could not be read
+	Err      error          // DynamoDB's error, if any
+
+	options string // the options that set Expected
+}
+
+func (e *KeySchemaError) Error() string {
+	var b strings.Builder
+	options := e.options
+	if options == "" {
+		options = "WithPartitionKeyName and WithSortKey"
+	}
+	wrongTypes := e.wrongTypes()
+	namesDiffer := e.Found == nil || !sameKeyNames(e.Expected, e.Found)
+	fmt.Fprintf(&b, "dynamolock: table %q is not keyed as this client expects: the client uses %s", e.Table, describeKeys(e.Expected))
+	if namesDiffer {
+		fmt.Fprintf(&b, " (%s)", options)
+	}
+	if e.Found != nil {
+		fmt.Fprintf(&b, "; the table has %s", describeKeys(e.Found))
+	} else {
+		b.WriteString("; the table's key schema could not be read (DescribeTable)")
+	}
+	for _, w := range wrongTypes {
+		fmt.Fprintf(&b, "; %s", w)
+	}
+	switch {
+	case len(wrongTypes) > 0 && namesDiffer:
+		fmt.Fprintf(&b, "; %s can match the table's key names but not its key types: lock keys are strings (type S), so use a table whose key attributes are of type S", options)
+	case len(wrongTypes) > 0:
+		b.WriteString("; lock keys are strings (type S) and no option changes that: use a table whose key attributes are of type S (Client.CreateTable, or lock-example create-table, makes one)")
+	default:
+		fmt.Fprintf(&b, "; set %s to match the table, or use a table created for this client", options)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// wrongTypes describes the table's key attributes whose type is not the
+// one this client writes (S), e.g. `the table's partition key "key" is of
+// type N, expected S`: no option can fix those.
+func (e *KeySchemaError) wrongTypes() []string {
+	var out []string
+	for _, f := range e.Found {
+		if f.Type == "" || f.Type == types.ScalarAttributeTypeS {
+			continue
+		}
+		role := "partition key"
+		if f.KeyType == types.KeyTypeRange {
+			role = "sort key"
+		}
+		out = append(out, fmt.Sprintf("the table's %s %q is of type %s, expected %s", role, f.Name, f.Type, types.ScalarAttributeTypeS))
+	}
+	return out
+}
+
+// sameKeyNames reports whether two key schemas name the same attributes in
+// the same roles, whatever their types.
+func sameKeyNames(a, b []KeyAttribute) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].KeyType != b[i].KeyType {
+			return false
+		}
+	}
+	return true
+}
+
+// Is reports whether target is [ErrKeySchemaMismatch].
+func (e *KeySchemaError) Is(target error) bool { return target == ErrKeySchemaMismatch }
+
+// Unwrap returns DynamoDB's error.
+func (e *KeySchemaError) Unwrap() error { return e.Err }
+
+func describeKeys(keys []KeyAttribute) string {
+	parts := make([]string, 0, 2)
+	sort := false
+	for _, k := range keys {
+		parts = append(parts, k.String())
+		sort = sort || k.KeyType == types.KeyTypeRange
+	}
+	if !sort {
+		parts = append(parts, "no sort key")
+	}
+	return strings.Join(parts, " and ")
+}
+
+// ConnectionError reports that a call could not reach DynamoDB, or could
+// not speak to it: the connection was refused, the host name did not
+// resolve, the dial timed out, the TLS handshake failed (a certificate not
+// trusted, an https:// endpoint that answers plain HTTP), or the client has
+// no endpoint for its region. Check the endpoint (BaseEndpoint, or the
+// region) and the network. Only a refused or timed-out connection is
+// retried (an acquisition gives up after a few seconds of them); the
+// others are configuration mistakes and fail at once.
+type ConnectionError struct {
+	Endpoint string // the URL called, or "region X" when only that is known
+	Op       string // the DynamoDB operation, e.g. "UpdateItem"
+	Reason   string // what went wrong, e.g. "connection refused"
+	Err      error  // the SDK's error
+}
+
+func (e *ConnectionError) Error() string {
+	what := "reach"
+	if e.permanent() {
+		what = "talk to"
+	}
+	msg := fmt.Sprintf("dynamolock: could not %s DynamoDB at %s", what, e.Endpoint)
+	if e.Op != "" {
+		msg += " (" + e.Op + ")"
+	}
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return fmt.Sprintf("%s: %v", msg, e.Err)
+}
+
+// Unwrap returns the SDK's error.
+func (e *ConnectionError) Unwrap() error { return e.Err }
+
+// The reasons of a ConnectionError.
+const (
+	reasonRefused     = "connection refused"
+	reasonUnreachable = "no route to the host"
+	reasonDial        = "could not connect"
+	reasonNoSuchHost  = "host name not found"
+	reasonScheme      = "the endpoint answered plain HTTP to an https:// request (use http://, or the endpoint's TLS port)"
+	reasonCertificate = "TLS certificate not accepted"
+	reasonTLS         = "TLS handshake failed"
+	reasonNoEndpoint  = "no endpoint: set the client's Region, or BaseEndpoint"
+)
+
+// permanent reports whether retrying cannot help: a configuration mistake
+// (TLS, an unknown host, no endpoint), not a server that is down.
+func (e *ConnectionError) permanent() bool {
+	switch e.Reason {
+	case reasonRefused, reasonUnreachable, reasonDial:
+		return false
+	}
+	return e.Reason != ""
+}
