@@ -139,6 +139,12 @@ func (w *world) hook(e ddbmodel.Event) {
 		}
 		b, a := ch.Before, ch.After
 		w.recordData(ch.Key, a)
+		if caller == "foreign" {
+			if w.foreignSeq == nil {
+				w.foreignSeq = map[string]uint64{}
+			}
+			w.foreignSeq[ch.Key] = e.Seq
+		}
 		w.rwHook(ch)
 		// 4. Fencing tokens of successive acquisitions strictly increase.
 		if a != nil && (b == nil || itemN(a, "fencingToken") != itemN(b, "fencingToken")) && itemN(a, "fencingToken") > 0 {
