@@ -51,10 +51,16 @@ PY
   case "$detector" in
     sim)
       out="$(cd "$dir" && go test -count=1 -timeout 0 ./internal/sim -run '^TestSimulation$' -sim.seeds="$SEEDS" \
-        -sim.base="${MUTATE_BASE:-1}" -sim.failfast -sim.avoid="$AVOID" 2>&1)"
+        -sim.base="${MUTATE_BASE:-1}" -sim.budget=0 -sim.failfast -sim.avoid="$AVOID" 2>&1)"
       status=$?
+      [[ -n "${MUTATE_LOG:-}" ]] && printf "%s\n" "$out" > "$MUTATE_LOG.$id"
       seed="$(grep -oE 'seed [0-9]+: [0-9]+ violations' <<<"$out" | head -n1 | grep -oE '^seed [0-9]+')"
       inv="$(grep -oE 'invariant [0-9]+' <<<"$out" | head -n1)"
+      if [[ -z "$seed" ]]; then
+        # A hung seed is a liveness violation (no progress for 2 minutes).
+        seed="$(grep -oE 'seed [0-9]+ hung' <<<"$out" | head -n1 | grep -oE '^seed [0-9]+')"
+        [[ -n "$seed" ]] && inv="hung"
+      fi
       if (( status != 0 )) && [[ -n "$seed" ]]; then
         result="found: $seed ($inv), $((SECONDS - start)) s"
       elif (( status != 0 )); then
