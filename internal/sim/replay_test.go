@@ -276,6 +276,14 @@ func TestReplayIsExact(t *testing.T) {
 	if *flagFaults != "call" {
 		t.Skip("-sim.faults=attempt and mixed do not replay exactly yet (docs/SIMULATION.md)")
 	}
+	if raceDetector {
+		// The race detector reorders runnable goroutines on purpose, and
+		// the dispatcher leaves some meetings (two goroutines with the same
+		// stack at the same instant) to the scheduler: under -race two
+		// runs of one seed can differ. make test runs this test again
+		// without -race, where it must pass.
+		t.Skip("exact replay is checked without the race detector (make test runs it so; docs/SIMULATION.md)")
+	}
 	for _, seed := range seeds {
 		var runs [2]string
 		for i := range runs {
