@@ -394,10 +394,11 @@ func TestElectionCampaignOptions(t *testing.T) {
 	require.ErrorAs(t, err, &held, "FailIfLocked returns at once")
 	cc.reset()
 	res := campaign(ctx, ce, "b", dynamolock.WithRefreshPeriod(100*time.Millisecond))
-	time.Sleep(1500 * time.Millisecond)
-	polls := cc.get("GetItem")
-	t.Logf("GetItem calls of a candidate with a 100 ms refresh period in 1.5 s: %d", polls)
-	require.GreaterOrEqual(t, polls, 6, "polls every 100 ms, not every second")
+	// Every 100 ms, not every second: six polls well within 1.5 s (the
+	// default period would make two).
+	start := time.Now()
+	waitFor(t, 1500*time.Millisecond, "six polls of a candidate with a 100 ms refresh period", func() bool { return cc.get("GetItem") >= 6 })
+	t.Logf("six GetItem calls of a candidate with a 100 ms refresh period after %s", time.Since(start).Round(time.Millisecond))
 	require.NoError(t, le.Resign(ctx))
 	r := <-res
 	require.NoError(t, r.err)
