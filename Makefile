@@ -39,11 +39,8 @@ ddblocal:
 # `ddblocal.sh run` installs and starts DynamoDB Local only when
 # DYNAMODB_ENDPOINT is unset, stops it whatever the tests do, and exits with
 # the tests' status.
-# Exact replay of the simulation is checked without the race detector too
-# (it perturbs goroutine scheduling on purpose; docs/SIMULATION.md).
 test:
 	@$(DDBLOCAL) run bash -c '$(call in_modules,test $(TEST_FLAGS) ./...)'
-	@$(GO) test -count=1 -run '^TestReplayIsExact$$' ./internal/sim
 
 test-short:
 	@$(DDBLOCAL) run bash -c '$(call in_modules,test -short $(TEST_FLAGS) ./...)'

@@ -280,9 +280,10 @@ func TestReplayIsExact(t *testing.T) {
 		// The race detector reorders runnable goroutines on purpose, and
 		// the dispatcher leaves some meetings (two goroutines with the same
 		// stack at the same instant) to the scheduler: under -race two
-		// runs of one seed can differ. make test runs this test again
-		// without -race, where it must pass.
-		t.Skip("exact replay is checked without the race detector (make test runs it so; docs/SIMULATION.md)")
+		// runs of one seed can differ, and without it about one run in
+		// twenty still does (docs/SIMULATION.md). Run it without -race:
+		// go test -count=1 -run '^TestReplayIsExact$' ./internal/sim
+		t.Skip("exact replay is not yet reliable under the race detector (docs/SIMULATION.md); run it without -race")
 	}
 	for _, seed := range seeds {
 		var runs [2]string
