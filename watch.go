@@ -96,6 +96,11 @@ func (a *acquisition) read(ctx context.Context, w *watch) (map[string]types.Attr
 	return item, nil
 }
 
+// noSameProcessHandover switches the same-process hand-over off (waiters
+// here then poll like any other): only TestContentionCosts sets it, to
+// measure what the hand-over is worth on a contended key.
+var noSameProcessHandover bool
+
 // sleep waits until the earliest read any key is due, or until a lock on
 // a waited key ends here, and returns the keys due now.
 //
@@ -124,7 +129,7 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 		if wake.IsZero() || w.next.at.Before(wake) {
 			wake = w.next.at
 		}
-		if rec := w.v.rec; rec != nil && rec.owner == c.ownerName {
+		if rec := w.v.rec; rec != nil && rec.owner == c.ownerName && !noSameProcessHandover {
 			if notify == nil {
 				notify = make(chan struct{}, 1)
 			}
