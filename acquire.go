@@ -116,12 +116,12 @@ func (a *acquisition) acquireOne(ctx context.Context) (*Lock, error) {
 		// Reentrant acquisitions of one key take turns, so that concurrent
 		// ones return the same lock instead of each taking it from the
 		// other. Only they wait for each other, and only while ctx lasts.
-		leave, err := c.reentrant.enter(ctx, w.regKey)
+		leave, err := c.here.takeTurn(ctx, w.regKey)
 		if err != nil {
 			return nil, notGranted(err, "key %q: context done while waiting for another reentrant acquisition of the key", w.key)
 		}
 		defer leave()
-		if l := c.heldLock(w.regKey); l != nil {
+		if l := c.here.held(w.regKey); l != nil {
 			return l, nil
 		}
 	}
@@ -154,7 +154,7 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 		cancel()
 	}
 	for rvn := range a.attempts {
-		a.c.inflight.Delete(rvn)
+		a.c.here.settled(rvn)
 	}
 	return locks, err
 }
@@ -361,13 +361,13 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 	if v.rec != nil {
 		in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
 		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
-			if l := c.heldLock(w.regKey); l != nil {
+			if l := c.here.held(w.regKey); l != nil {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 				a.leaveQueues(cctx) // WithFairness: this call's entry, if any, is not needed
 				cancel()
 				return l, nil // another acquisition here got it meanwhile
 			}
-			_, in.inFlightHere = c.inflight.Load(v.rec.rvn)
+			in.inFlightHere = c.here.inFlight(v.rec.rvn)
 		}
 	}
 	w.next = a.fairly(w, decide(in), in.now, in.deadline)

@@ -39,13 +39,11 @@ func (a *acquisition) adoptItem(ctx context.Context, w *watch, item map[string]t
 func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
 	c := a.c
 	l := a.newLock(w, rec, at)
-	// Registered before its RVN leaves inflight, so that a waiter here that
-	// sees the item always finds the lock held or in flight here (sleep).
-	err := c.register(ctx, l)
+	err := c.register(ctx, l) // then its RVNs settle (see here, rule 1)
 	for rvn, at := range a.attempts {
 		if len(at.on) == 1 && at.on[0] == w {
 			delete(a.attempts, rvn) // nothing to undo on w: the lock is held, or register ended it
-			c.inflight.Delete(rvn)
+			c.here.settled(rvn)
 		}
 	}
 	if len(a.attempts) > 0 {
@@ -58,7 +56,7 @@ func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord
 	if err != nil {
 		return nil, err
 	}
-	c.observations.forget(w.regKey)
+	c.here.forget(w.regKey)
 	l.log(slog.LevelInfo, "lock acquired", slogDuration("waited", time.Since(a.start)))
 	return l, nil
 }
@@ -96,10 +94,8 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 		return nil, nil
 	}
 	clear(a.attempts) // from here on the locks release themselves
-	// Registered before the RVN leaves inflight (as in adoptRecord), so
-	// that a reentrant acquisition here that sees a key's item always
-	// finds the lock held or in flight here, and never takes it over.
-	defer c.inflight.Delete(rvn)
+	// The RVN settles after the registers (see here, rule 1).
+	defer c.here.settled(rvn)
 	for i, l := range locks {
 		if err := c.register(ctx, l); err != nil {
 			// register released l itself; release the others, registered
@@ -112,7 +108,7 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 			}
 			return nil, err
 		}
-		c.observations.forget(l.regKey())
+		c.here.forget(l.regKey())
 	}
 	c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", time.Since(a.start)))
 	return locks, nil

@@ -315,7 +315,7 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 	}
 	in := c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond)
 	in.ReturnValues = types.ReturnValueAllNew
-	w.endsBefore = c.wakeups.ended.Load()
+	c.here.noteCall(w)
 	out, err := a.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
