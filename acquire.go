@@ -116,12 +116,12 @@ func (a *acquisition) acquireOne(ctx context.Context) (*Lock, error) {
 		// Reentrant acquisitions of one key take turns, so that concurrent
 		// ones return the same lock instead of each taking it from the
 		// other. Only they wait for each other, and only while ctx lasts.
-		leave, err := c.reentrant.enter(ctx, w.regKey)
+		leave, err := c.here.takeTurn(ctx, w.regKey)
 		if err != nil {
 			return nil, notGranted(err, "key %q: context done while waiting for another reentrant acquisition of the key", w.key)
 		}
 		defer leave()
-		if l := c.heldLock(w.regKey); l != nil {
+		if l := c.here.held(w.regKey); l != nil {
 			return l, nil
 		}
 	}
@@ -154,7 +154,7 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 		cancel()
 	}
 	for rvn := range a.attempts {
-		a.c.inflight.Delete(rvn)
+		a.c.here.settled(rvn)
 	}
 	return locks, err
 }
@@ -356,23 +356,23 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 	c := a.c
 	w.dirty = false
 	v := &w.v
-	in := decideInput{view: v, now: time.Now(), start: a.start, key: w.key, owner: c.ownerName, attempts: a.attempts, o: a.o,
+	in := decideInput{view: v, now: time.Now(), start: a.start, key: w.key, owner: c.cfg.ownerName, attempts: a.attempts, o: a.o,
 		deadline: a.deadlineFor(w), jitter: randomUpTo(a.o.refreshJitter), handsChanged: w.hands.changes}
 	if v.rec != nil {
 		in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
-		if a.o.reentrant && v.rec.owner == c.ownerName {
-			if l := c.heldLock(w.regKey); l != nil {
+		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
+			if l := c.here.held(w.regKey); l != nil {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 				a.leaveQueues(cctx) // WithFairness: this call's entry, if any, is not needed
 				cancel()
 				return l, nil // another acquisition here got it meanwhile
 			}
-			_, in.inFlightHere = c.inflight.Load(v.rec.rvn)
+			in.inFlightHere = c.here.inFlight(v.rec.rvn)
 		}
 	}
 	w.next = a.fairly(w, decide(in), in.now, in.deadline)
 	if w.next.step == stepWrite && w.next.stale {
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(w.key), slogOwner(v.rec.owner), slogRVN(v.rec.rvn))
+		c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(w.key), slogOwner(v.rec.owner), slogRVN(v.rec.rvn))
 	}
 	return nil, nil
 }
@@ -387,7 +387,7 @@ func (a *acquisition) deadlineFor(w *watch) time.Time {
 			a.deadline = d
 		}
 		if !a.o.failIfLocked {
-			a.c.logger.LogAttrs(context.Background(), slog.LevelDebug, "waiting for lock", slogKey(w.key), slogOwner(v.rec.owner),
+			a.c.cfg.logger.LogAttrs(context.Background(), slog.LevelDebug, "waiting for lock", slogKey(w.key), slogOwner(v.rec.owner),
 				slogRVN(v.rec.rvn), slogDuration("lease", v.rec.lease))
 		}
 	}
@@ -417,7 +417,7 @@ func (a *acquisition) failed(ctx context.Context, w *watch, err error) error {
 		}
 		return notGranted(err, "%s", keyOrWhat(a, w))
 	}
-	a.c.logger.LogAttrs(ctx, slog.LevelWarn, "acquire failed, retrying", slogKey(w.key), slogErr(err))
+	a.c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "acquire failed, retrying", slogKey(w.key), slogErr(err))
 	w.v.failed = err
 	return nil
 }

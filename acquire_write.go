@@ -51,8 +51,8 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, d.queue, sent)
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
 	a.attempts[rvn] = at
-	c.inflight.Store(rvn, struct{}{})
-	w.endsBefore = c.wakeups.ended.Load()
+	c.here.sending(rvn)
+	c.here.noteCall(w)
 	out, err := a.updateItem(ctx, in)
 	if err == nil {
 		item := wrote.after(in.Key, out.Attributes)
@@ -105,7 +105,7 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 	}
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: a.watches}
 	a.attempts[rvn] = at
-	c.inflight.Store(rvn, struct{}{})
+	c.here.sending(rvn)
 	err := a.transactWriteItems(ctx, items)
 	if err == nil {
 		return a.adoptAll(ctx, rvn, at)
@@ -174,8 +174,8 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 	in, _ := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent)
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
 	a.attempts[rvn] = at
-	c.inflight.Store(rvn, struct{}{})
-	w.endsBefore = c.wakeups.ended.Load()
+	c.here.sending(rvn)
+	c.here.noteCall(w)
 	err := a.transactWriteItems(ctx, []types.TransactWriteItem{
 		{Update: transactUpdate(in)}, d.queue.onItem(c, c.itemKeyOf(q.key, q.sortKey)),
 	})
@@ -276,7 +276,7 @@ func (a *acquisition) undo(ctx context.Context) {
 			byKey[w] = append(byKey[w], rvn)
 		}
 		delete(a.attempts, rvn)
-		a.c.inflight.Delete(rvn)
+		a.c.here.settled(rvn)
 	}
 	for _, w := range order {
 		a.release(ctx, w, byKey[w])
@@ -291,12 +291,12 @@ func (a *acquisition) release(ctx context.Context, w *watch, rvns []string) {
 	for i, rvn := range rvns[1:] {
 		in += ", " + b.value(":u"+strconv.Itoa(i+1), attrS(rvn))
 	}
-	cond := ownerCondition(b, c.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
+	cond := ownerCondition(b, c.cfg.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
 	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b)
 	_, err := a.updateItem(ctx, c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
 			slogKey(w.key), slogErr(err))
 	}
 }
@@ -319,7 +319,7 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4+len(o.additionalAttributes)), tokenBase: uint64(sent.UnixMicro())}
 	w.remove = w.removeArray[:0]
 	b := newExprBuilder()
-	w.set[attrOwnerName] = attrS(c.ownerName)
+	w.set[attrOwnerName] = attrS(c.cfg.ownerName)
 	w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
 	w.set[attrRVN] = attrS(rvn)
 	// The expressions are constant strings where they can be: no
@@ -334,7 +334,7 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 	b.name("#r", attrIsReleased)
 	remove := " REMOVE #r"
 	w.remove = append(w.remove, attrIsReleased)
-	if c.clockSkewBound <= 0 {
+	if c.cfg.clockSkewBound <= 0 {
 		// Without WithClockSkewBound no stored expiry outlives the holder
 		// that renewed it.
 		expiryAttrs(b)
@@ -369,13 +369,13 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
 		b.value(":base", attrN(w.tokenBase)) + ") + " + b.value(":one", attrN(1))
 	set += c.expirySets(b, sent, o.lease, rvn)
-	for _, e := range [...]struct{ alias, attr string }{{":x", attrLeaseExpiresAt}, {":xr", attrLeaseExpiresRVN}, {":t", c.ttlAttribute}} {
+	for _, e := range [...]struct{ alias, attr string }{{":x", attrLeaseExpiresAt}, {":xr", attrLeaseExpiresRVN}, {":t", c.cfg.ttlAttribute}} {
 		if v, ok := b.values[e.alias]; ok {
 			w.set[e.attr] = v
 		}
 	}
 
-	cond := "attribute_not_exists(" + b.name("#pk", c.partitionKeyName) + ") OR attribute_exists(#r)"
+	cond := "attribute_not_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
 		cond += " OR #v = " + b.value(":stale", attrS(takeover))
 	}
@@ -387,7 +387,7 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 		w.queueRemove = q.remove
 	}
 	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.tableName),
+		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 c.itemKeyOf(key, sortKey),
 		UpdateExpression:                    aws.String(set + remove),
 		ConditionExpression:                 aws.String(cond),

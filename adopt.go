@@ -28,7 +28,7 @@ func (a *acquisition) adopt(ctx context.Context, w *watch, at attempt) ([]*Lock,
 // nobody could use it. Writes of this call on other keys (a semaphore's
 // slots) that may have landed are released again.
 func (a *acquisition) adoptItem(ctx context.Context, w *watch, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
-	rec, err := a.c.schema.decodeItem(item)
+	rec, err := a.c.cfg.schema.decodeItem(item)
 	if err != nil {
 		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; it is released again", w.key)
 	}
@@ -39,13 +39,11 @@ func (a *acquisition) adoptItem(ctx context.Context, w *watch, item map[string]t
 func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
 	c := a.c
 	l := a.newLock(w, rec, at)
-	// Registered before its RVN leaves inflight, so that a waiter here that
-	// sees the item always finds the lock held or in flight here (sleep).
-	err := c.register(ctx, l)
+	err := c.register(ctx, l) // then its RVNs settle (see here, rule 1)
 	for rvn, at := range a.attempts {
 		if len(at.on) == 1 && at.on[0] == w {
 			delete(a.attempts, rvn) // nothing to undo on w: the lock is held, or register ended it
-			c.inflight.Delete(rvn)
+			c.here.settled(rvn)
 		}
 	}
 	if len(a.attempts) > 0 {
@@ -58,7 +56,7 @@ func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord
 	if err != nil {
 		return nil, err
 	}
-	c.observations.forget(w.regKey)
+	c.here.forget(w.regKey)
 	l.log(slog.LevelInfo, "lock acquired", slogDuration("waited", time.Since(a.start)))
 	return l, nil
 }
@@ -96,10 +94,8 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 		return nil, nil
 	}
 	clear(a.attempts) // from here on the locks release themselves
-	// Registered before the RVN leaves inflight (as in adoptRecord), so
-	// that a reentrant acquisition here that sees a key's item always
-	// finds the lock held or in flight here, and never takes it over.
-	defer c.inflight.Delete(rvn)
+	// The RVN settles after the registers (see here, rule 1).
+	defer c.here.settled(rvn)
 	for i, l := range locks {
 		if err := c.register(ctx, l); err != nil {
 			// register released l itself; release the others, registered
@@ -112,9 +108,9 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 			}
 			return nil, err
 		}
-		c.observations.forget(l.regKey())
+		c.here.forget(l.regKey())
 	}
-	c.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", time.Since(a.start)))
+	c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", time.Since(a.start)))
 	return locks, nil
 }
 
@@ -124,11 +120,11 @@ func (a *acquisition) readBack(ctx context.Context, w *watch, rvn string) (*lock
 	for {
 		item, err := a.read(ctx, w)
 		if err == nil {
-			rec, err := a.c.schema.decodeItem(item)
+			rec, err := a.c.cfg.schema.decodeItem(item)
 			if err != nil {
 				return nil, err
 			}
-			if rec.owner != a.c.ownerName || rec.rvn != rvn {
+			if rec.owner != a.c.cfg.ownerName || rec.rvn != rvn {
 				return nil, fmt.Errorf("key %q changed hands right after the transaction", w.key)
 			}
 			return rec, nil

@@ -109,8 +109,8 @@ func newReadOnlyLock(c *Client, key string, sortKey *string, rec *lockRecord, re
 
 func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Time) *Lock {
 	owner := rec.owner
-	if owner == c.ownerName {
-		owner = c.ownerName // one copy per client, not one per lock
+	if owner == c.cfg.ownerName {
+		owner = c.cfg.ownerName // one copy per client, not one per lock
 	}
 	l := &Lock{
 		client:        c,
@@ -396,10 +396,9 @@ var closedChan = func() chan struct{} {
 
 // end records the end of a held lock, once: its release when lost is nil,
 // else its loss. It sets the record (from then on Err answers it, and the
-// client no longer hands the lock out), drops the lock from the client's
-// registry, and only then closes Done: whoever wakes on Done and asks the
-// client again must not find this lock. It reports whether this call ended
-// the lock.
+// client no longer hands the lock out), then ends it in the client (out of
+// the registry, Done closed, waiters here woken: see here, rule 2). It
+// reports whether this call ended the lock.
 func (l *Lock) end(lost *LockLostError) bool {
 	l.mu.Lock()
 	if l.kind != heldLock || l.reasonLocked() != nil {
@@ -418,11 +417,7 @@ func (l *Lock) end(lost *LockLostError) bool {
 	}
 	l.mu.Unlock()
 	c := l.client
-	c.unregister(l)
-	if cancel != nil {
-		cancel(reason)
-	}
-	c.wakeups.wake(l.regKey()) // this client's own waiters try at once
+	c.here.end(l, cancel, reason) // this client's own waiters try at once
 	c.sched.notify(l)
 	return true
 }

@@ -202,7 +202,7 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 	})
 	// Room for 5 locks in all at half the capacity: the fifth is admitted
 	// at once, the sixth waits.
-	c.sched.capacityBits.Store(math.Float64bits(10.5 * perLock))
+	c.sched.meter.capacityBits.Store(math.Float64bits(10.5 * perLock))
 	if _, err := c.AcquireLock("adm-4"); err != nil {
 		t.Fatal(err)
 	}
@@ -235,21 +235,28 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 		res <- err
 	}()
 	poll(t, "the acquisition to wait", func() bool { return c.Stats().AdmissionWaits == 2 })
-	c.sched.capacityBits.Store(math.Float64bits(100 * perLock))
+	c.sched.meter.capacityBits.Store(math.Float64bits(100 * perLock))
 	if err := <-res; err != nil {
 		t.Fatal(err)
 	}
 
 	// Past its deadline it fails with ErrHeartbeatCapacity.
-	c.sched.capacityBits.Store(math.Float64bits(perLock))
+	c.sched.meter.capacityBits.Store(math.Float64bits(perLock))
 	_, err = c.admit(context.Background(), 1, time.Hour, time.Now().Add(20*time.Millisecond), "key \"adm-6\"")
 	if !errors.As(err, &lng) || !errors.Is(err, ErrHeartbeatCapacity) {
 		t.Fatalf("err = %v, want a *LockNotGrantedError matching ErrHeartbeatCapacity", err)
 	}
 
-	// Off: nothing waits.
-	c.heartbeatAdmission = 0
-	if _, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
+	// Off: nothing waits, though the held locks need more than the
+	// capacity. (A client's configuration is fixed in New: a second one.)
+	off := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute), WithHeartbeatAdmission(0))
+	for i := range 2 {
+		if _, err := off.AcquireLock("adm-off-" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	off.sched.meter.capacityBits.Store(math.Float64bits(perLock))
+	if _, err := off.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -298,16 +305,17 @@ func TestRegistryKey(t *testing.T) {
 func TestSchedulerCapacity(t *testing.T) {
 	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
 	s := c.sched // its loop never starts: no lock is acquired
-	s.rtt = 10 * time.Millisecond
+	m := &s.meter
+	m.rtt = 10 * time.Millisecond
 	start := time.Now()
-	s.measure(start) // opens the first window
+	m.measure(start) // opens the first window
 	if _, capacity, _ := s.load(); capacity != 400 {
 		t.Fatalf("capacity %v before any saturated window, want 4 workers / 10 ms = 400", capacity)
 	}
 	// A window with every worker busy: 100 beats in 500 ms.
 	s.slots = 0
 	for i := 1; i <= 100; i++ {
-		s.measure(start.Add(time.Duration(i) * 5 * time.Millisecond))
+		m.measure(start.Add(time.Duration(i) * 5 * time.Millisecond))
 	}
 	if _, capacity, _ := s.load(); math.Abs(capacity-200) > 1e-9 {
 		t.Fatalf("capacity %v after a saturated window of 100 beats in 500 ms, want 200", capacity)
@@ -315,8 +323,8 @@ func TestSchedulerCapacity(t *testing.T) {
 	// Windows in which a worker was free (as dispatch records it) measure
 	// nothing, even at another rate.
 	for i := 1; i <= 500; i++ {
-		s.windowIdle = true
-		s.measure(start.Add(500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
+		m.idle()
+		m.measure(start.Add(500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
 	}
 	if _, capacity, _ := s.load(); math.Abs(capacity-200) > 1e-9 {
 		t.Fatalf("capacity %v after a window with a free worker, want still 200", capacity)
@@ -327,23 +335,23 @@ func TestSchedulerCapacity(t *testing.T) {
 	// (issue 21: a short slowdown must not keep admission shut).
 	at := func(i int) time.Time { return start.Add(1500*time.Millisecond + time.Duration(i)*2*time.Millisecond) }
 	for i := 1; i <= 1250; i++ { // to 4.0 s: one window past the horizon
-		s.windowIdle = true
-		s.measure(at(i))
+		m.idle()
+		m.measure(at(i))
 	}
 	if _, capacity, _ := s.load(); math.Abs(capacity-250) > 1e-9 {
 		t.Fatalf("capacity %v one window past the horizon, want 200 × 1.25 = 250", capacity)
 	}
 	for i := 1251; i <= 2000; i++ {
-		s.windowIdle = true
-		s.measure(at(i))
+		m.idle()
+		m.measure(at(i))
 	}
 	if _, capacity, _ := s.load(); capacity != 400 {
 		t.Fatalf("capacity %v 5.5 s after the last saturated window, want 4 workers / 10 ms = 400", capacity)
 	}
 	// A saturated window replaces the old rate outright: 50 beats in 500 ms.
-	s.windowIdle = false
+	m.windowIdle = false
 	for i := 1; i <= 50; i++ {
-		s.measure(at(2000).Add(time.Duration(i) * 10 * time.Millisecond))
+		m.measure(at(2000).Add(time.Duration(i) * 10 * time.Millisecond))
 	}
 	if _, capacity, _ := s.load(); math.Abs(capacity-100) > 1 {
 		t.Fatalf("capacity %v after a fresh saturated window of 100/s, want 100", capacity)
@@ -357,7 +365,7 @@ func TestSchedulerCapacity(t *testing.T) {
 func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
 	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute), WithHeartbeatAdmission(1))
 	perLock := 1 / time.Hour.Seconds()
-	c.sched.capacityBits.Store(math.Float64bits(3.5 * perLock))
+	c.sched.meter.capacityBits.Store(math.Float64bits(3.5 * perLock))
 	far := time.Now().Add(time.Hour)
 	var ends []admission
 	for range 3 {
@@ -397,7 +405,7 @@ func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
 // of its lease left: admission waits whatever the rate says.
 func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
 	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute))
-	c.sched.capacityBits.Store(math.Float64bits(1000))
+	c.sched.meter.capacityBits.Store(math.Float64bits(1000))
 	c.sched.slackBits.Store(math.Float64bits(admissionMargin / 2))
 	_, err := c.admit(context.Background(), 1, time.Hour, time.Now().Add(30*time.Millisecond), "k")
 	if !errors.Is(err, ErrHeartbeatCapacity) || !strings.Contains(err.Error(), "of its lease left") {
@@ -417,15 +425,16 @@ func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
 func TestSchedulerCapacityIsTheWorstRecentWindow(t *testing.T) {
 	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
 	s := c.sched // its loop never starts: no lock is acquired
-	s.rtt = time.Millisecond
+	m := &s.meter
+	m.rtt = time.Millisecond
 	start := time.Now()
-	s.measure(start)
+	m.measure(start)
 	s.slots = 0
 	at := start
 	window := func(beats int) { // one saturated window of 500 ms
 		for range beats {
 			at = at.Add(500 * time.Millisecond / time.Duration(beats))
-			s.measure(at)
+			m.measure(at)
 		}
 	}
 	window(100) // 200/s

@@ -32,7 +32,7 @@ const meterName = "github.com/arielsrv/dynamolock/v2"
 //
 // Default: no metrics (a no-op). [Client.Stats] works either way.
 func WithMeterProvider(mp metric.MeterProvider) ClientOption {
-	return func(c *Client) { c.meterProvider = mp }
+	return func(c *Client) { c.cfg.meterProvider = mp }
 }
 
 // durationBuckets are the bucket boundaries, in seconds, of the duration
@@ -73,7 +73,7 @@ func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, e
 	o.held, e = m.Int64ObservableUpDownCounter("dynamolock.locks.held", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks held by the client."),
 		metric.WithInt64Callback(func(_ context.Context, obs metric.Int64Observer) error {
-			obs.Observe(int64(c.heldCount()))
+			obs.Observe(int64(c.here.count()))
 			return nil
 		}))
 	err = errors.Join(err, e)
