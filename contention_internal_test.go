@@ -73,20 +73,29 @@ func TestContentionCosts(t *testing.T) {
 		{name: "no background heartbeats", opts: []ClientOption{DisableHeartbeat()}},
 		{name: "fair mode", acquire: []AcquireLockOption{WithFairness()}},
 	}
-	for _, refresh := range []time.Duration{time.Second, 100 * time.Millisecond} {
+	refreshes := []time.Duration{time.Second, 100 * time.Millisecond}
+	if s := os.Getenv("CONTENTION_COSTS_REFRESH"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refreshes = []time.Duration{d}
+	}
+	for _, refresh := range refreshes {
 		per := make([][]float64, len(variants))
 		for r := range rounds {
 			for i, v := range variants {
 				if v.switchF != nil {
 					v.switchF(true)
 				}
-				n, errs := contend(t, db, table, fmt.Sprintf("hot-%d-%d-%d", refresh.Milliseconds(), r, i), 2, 8, dur, refresh, v.opts, v.acquire)
+				n, top, errs := contend(t, db, table, fmt.Sprintf("hot-%d-%d-%d", refresh.Milliseconds(), r, i), 2, 8, dur, refresh, v.opts, v.acquire)
 				if v.switchF != nil {
 					v.switchF(false)
 				}
 				rate := float64(n) / dur.Seconds()
 				per[i] = append(per[i], rate)
-				t.Logf("refresh %s, round %d, %s: %d acquisitions in %s = %.1f/s (%d errors)", refresh, r+1, v.name, n, dur, rate, errs)
+				t.Logf("refresh %s, round %d, %s: %d acquisitions in %s = %.1f/s, top goroutine %.0f%% (%d errors)",
+					refresh, r+1, v.name, n, dur, rate, 100*float64(top)/float64(max(n, 1)), errs)
 			}
 		}
 		for i, v := range variants {
@@ -96,15 +105,16 @@ func TestContentionCosts(t *testing.T) {
 }
 
 // contend runs clients × goroutines loops of acquire → release on key for
-// d and returns the acquisitions made and the errors other than a wait
-// that ran out.
+// d and returns the acquisitions made, the most one goroutine made, and the
+// errors other than a wait that ran out.
 func contend(t *testing.T, db DynamoDBClient, table, key string, clients, goroutines int, d, refresh time.Duration,
-	opts []ClientOption, acquire []AcquireLockOption) (int64, int64) {
+	opts []ClientOption, acquire []AcquireLockOption) (n, top, errs int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	acquire = append([]AcquireLockOption{WithRefreshPeriod(refresh)}, acquire...)
-	var n, errs atomic.Int64
+	var total, failed atomic.Int64
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range clients {
 		c, err := New(db, table, append([]ClientOption{WithLeaseDuration(3 * time.Second), WithHeartbeatPeriod(time.Second),
@@ -115,21 +125,28 @@ func contend(t *testing.T, db DynamoDBClient, table, key string, clients, gorout
 		defer c.Close()
 		for range goroutines {
 			wg.Go(func() {
+				mine := int64(0)
+				defer func() {
+					mu.Lock()
+					top = max(top, mine)
+					mu.Unlock()
+				}()
 				for ctx.Err() == nil {
 					l, err := c.AcquireLockWithContext(ctx, key, acquire...)
 					if err != nil {
 						var te *TimeoutError
 						if ctx.Err() == nil && !errors.As(err, &te) {
-							errs.Add(1)
+							failed.Add(1)
 						}
 						continue
 					}
-					n.Add(1)
+					total.Add(1)
+					mine++
 					_, _ = c.ReleaseLockWithContext(context.WithoutCancel(ctx), l)
 				}
 			})
 		}
 	}
 	wg.Wait()
-	return n.Load(), errs.Load()
+	return total.Load(), top, failed.Load()
 }

@@ -134,7 +134,7 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 				notify = make(chan struct{}, 1)
 			}
 			// Watch first (see here, rule 2).
-			ch, unwatch := c.here.watch(w.regKey, notify)
+			ch, unwatch := c.here.watch(w.regKey, notify, w.fair == nil && a.semFair == nil && len(a.watches) == 1)
 			defer unwatch()
 			chans = append(chans, watched{w, ch})
 			// The count is the client's, over every key: skip the wait
