@@ -18,6 +18,7 @@ import (
 	"github.com/gofrs/uuid/v5"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/arielsrv/dynamolock/v2/internal/clock"
 	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
 
@@ -69,6 +70,7 @@ type Client struct {
 	inflight     sync.Map         // RVN → struct{}: acquiring writes sent, not yet answered or given up
 	observations observations
 	sched        *scheduler
+	clock        clock.Clock // where it reads time and waits: clock.go
 
 	mu        sync.RWMutex // guards closed against registering new locks during Close
 	closed    bool
@@ -95,6 +97,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		closing:              make(chan struct{}),
 		locks:                make(map[string]*Lock),
 		table:                tableCheck{sem: make(chan struct{}, 1)},
+		clock:                clock.Real,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -305,7 +308,7 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		rctx, cancel := c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 		_, _ = c.releaseLock(rctx, l, &releaseLockOptions{})
 		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
@@ -385,7 +388,7 @@ func (c *Client) readLock(ctx context.Context, key string, sk *string) (*Lock, e
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
 	}
-	return newReadOnlyLock(c, key, sk, rec, time.Now()), nil
+	return newReadOnlyLock(c, key, sk, rec, c.now()), nil
 }
 
 // HasLock reports whether this client holds the lock on key under sort key
