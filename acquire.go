@@ -356,11 +356,11 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 	c := a.c
 	w.dirty = false
 	v := &w.v
-	in := decideInput{view: v, now: a.c.now(), start: a.start, key: w.key, owner: c.ownerName, attempts: a.attempts, o: a.o,
+	in := decideInput{view: v, now: a.c.now(), start: a.start, key: w.key, owner: c.cfg.ownerName, attempts: a.attempts, o: a.o,
 		deadline: a.deadlineFor(w), jitter: randomUpTo(a.o.refreshJitter), handsChanged: w.hands.changes}
 	if v.rec != nil {
 		in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
-		if a.o.reentrant && v.rec.owner == c.ownerName {
+		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
 			if l := c.heldLock(w.regKey); l != nil {
 				cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 				a.leaveQueues(cctx) // WithFairness: this call's entry, if any, is not needed
@@ -372,7 +372,7 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 	}
 	w.next = a.fairly(w, decide(in), in.now, in.deadline)
 	if w.next.step == stepWrite && w.next.stale {
-		c.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(w.key), slogOwner(v.rec.owner), slogRVN(v.rec.rvn))
+		c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(w.key), slogOwner(v.rec.owner), slogRVN(v.rec.rvn))
 	}
 	return nil, nil
 }
@@ -387,7 +387,7 @@ func (a *acquisition) deadlineFor(w *watch) time.Time {
 			a.deadline = d
 		}
 		if !a.o.failIfLocked {
-			a.c.logger.LogAttrs(context.Background(), slog.LevelDebug, "waiting for lock", slogKey(w.key), slogOwner(v.rec.owner),
+			a.c.cfg.logger.LogAttrs(context.Background(), slog.LevelDebug, "waiting for lock", slogKey(w.key), slogOwner(v.rec.owner),
 				slogRVN(v.rec.rvn), slogDuration("lease", v.rec.lease))
 		}
 	}
@@ -417,7 +417,7 @@ func (a *acquisition) failed(ctx context.Context, w *watch, err error) error {
 		}
 		return notGranted(err, "%s", keyOrWhat(a, w))
 	}
-	a.c.logger.LogAttrs(ctx, slog.LevelWarn, "acquire failed, retrying", slogKey(w.key), slogErr(err))
+	a.c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "acquire failed, retrying", slogKey(w.key), slogErr(err))
 	w.v.failed = err
 	return nil
 }

@@ -18,7 +18,7 @@ func (c *Client) acquireOptions(opts []AcquireLockOption, untilCtx bool) (*acqui
 		o.refreshJitter = o.refreshPeriod / 10
 	}
 	if o.lease == 0 {
-		o.lease = c.leaseDuration
+		o.lease = c.cfg.leaseDuration
 	}
 	o.sortKey, _ = c.resolveSortKey(o.sortKey) // checked above
 	if untilCtx && !o.additionalTimeToWaitSet {
@@ -45,11 +45,11 @@ func (c *Client) checkAcquireOptions(o *acquireLockOptions) error {
 	lease := o.lease
 	switch {
 	case lease == 0:
-		lease = c.leaseDuration
+		lease = c.cfg.leaseDuration
 	case lease < 0:
 		return invalid("WithLockLease", o.lease, "must be positive")
-	case c.heartbeatPeriod > 0 && lease/2 < c.heartbeatPeriod:
-		return invalid("WithLockLease", o.lease, "must be at least twice %s", c.heartbeatPeriodText())
+	case c.cfg.heartbeatPeriod > 0 && lease/2 < c.cfg.heartbeatPeriod:
+		return invalid("WithLockLease", o.lease, "must be at least twice %s", c.cfg.heartbeatPeriodText())
 	}
 	if _, err := c.resolveSortKey(o.sortKey); err != nil {
 		return err
@@ -58,7 +58,7 @@ func (c *Client) checkAcquireOptions(o *acquireLockOptions) error {
 		if name == "" {
 			return invalid("WithAdditionalAttributes", name, "attribute names must not be empty")
 		}
-		if c.schema.reserved(name) {
+		if c.cfg.schema.reserved(name) {
 			return invalid("WithAdditionalAttributes", name, "is an attribute the lock itself uses")
 		}
 		if o.additionalAttributes[name] == nil {
@@ -89,11 +89,11 @@ func (c *Client) checkKey(key string, o *acquireLockOptions) error {
 // to, or has no default where v is missing, or v is not a valid value.
 func (c *Client) resolveSortKey(v *string) (*string, error) {
 	switch {
-	case v == nil && c.sortKeyName != "" && c.sortKey == nil:
-		return nil, invalid("WithSortKey value", "", "gives the client's sort key %q no default value: every acquisition must give one with WithSortKeyValue", c.sortKeyName)
+	case v == nil && c.cfg.sortKeyName != "" && c.cfg.sortKey == nil:
+		return nil, invalid("WithSortKey value", "", "gives the client's sort key %q no default value: every acquisition must give one with WithSortKeyValue", c.cfg.sortKeyName)
 	case v == nil:
-		return c.sortKey, nil
-	case c.sortKeyName == "":
+		return c.cfg.sortKey, nil
+	case c.cfg.sortKeyName == "":
 		return nil, invalid("WithSortKeyValue", *v, "needs a client with a sort key: name it with WithSortKey")
 	case *v == "" || len(*v) > maxSortKeyBytes || !utf8.ValidString(*v):
 		return nil, invalid("WithSortKeyValue", *v, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)

@@ -291,12 +291,12 @@ func (a *acquisition) release(ctx context.Context, w *watch, rvns []string) {
 	for i, rvn := range rvns[1:] {
 		in += ", " + b.value(":u"+strconv.Itoa(i+1), attrS(rvn))
 	}
-	cond := ownerCondition(b, c.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
+	cond := ownerCondition(b, c.cfg.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
 	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b)
 	_, err := a.updateItem(ctx, c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
 			slogKey(w.key), slogErr(err))
 	}
 }
@@ -318,7 +318,7 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
 	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4+len(o.additionalAttributes)), tokenBase: uint64(sent.UnixMicro())}
 	b := newExprBuilder()
-	w.set[attrOwnerName] = attrS(c.ownerName)
+	w.set[attrOwnerName] = attrS(c.cfg.ownerName)
 	w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
 	w.set[attrRVN] = attrS(rvn)
 	set := "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", w.set[attrOwnerName]) +
@@ -326,7 +326,7 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 		", " + b.name("#v", attrRVN) + " = " + b.value(":v", w.set[attrRVN])
 	remove := " REMOVE " + b.name("#r", attrIsReleased) + c.removeStaleExpiry(b)
 	w.remove = append(w.remove, attrIsReleased)
-	if c.clockSkewBound <= 0 {
+	if c.cfg.clockSkewBound <= 0 {
 		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
 	}
 	data := &types.AttributeValueMemberB{Value: o.data}
@@ -358,13 +358,13 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
 		b.value(":base", attrN(w.tokenBase)) + ") + " + b.value(":one", attrN(1))
 	set += c.expirySets(b, sent, o.lease, rvn)
-	for alias, attr := range map[string]string{":x": attrLeaseExpiresAt, ":xr": attrLeaseExpiresRVN, ":t": c.ttlAttribute} {
+	for alias, attr := range map[string]string{":x": attrLeaseExpiresAt, ":xr": attrLeaseExpiresRVN, ":t": c.cfg.ttlAttribute} {
 		if v, ok := b.values[alias]; ok {
 			w.set[attr] = v
 		}
 	}
 
-	cond := "attribute_not_exists(" + b.name("#pk", c.partitionKeyName) + ") OR attribute_exists(#r)"
+	cond := "attribute_not_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
 		cond += " OR #v = " + b.value(":stale", attrS(takeover))
 	}
@@ -376,7 +376,7 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 		w.queueRemove = q.remove
 	}
 	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.tableName),
+		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 c.itemKeyOf(key, sortKey),
 		UpdateExpression:                    aws.String(set + remove),
 		ConditionExpression:                 aws.String(cond),

@@ -46,7 +46,7 @@ import (
 // acquisition is admitted (and reserved). Without background heartbeats
 // there is nothing to protect.
 func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline time.Time, what string) (admission, error) {
-	if c.heartbeatPeriod <= 0 || c.heartbeatAdmission == 0 {
+	if c.cfg.heartbeatPeriod <= 0 || c.cfg.heartbeatAdmission == 0 {
 		return admission{}, nil
 	}
 	s := c.sched
@@ -59,7 +59,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		reserved := s.reserved.Load()
 		demand, capacity, slack := s.load()
 		need := demand + float64(reserved)/reserveUnit + extra
-		if capacity == 0 || need <= c.heartbeatAdmission*capacity && slack >= admissionMargin {
+		if capacity == 0 || need <= c.cfg.heartbeatAdmission*capacity && slack >= admissionMargin {
 			if slot, gen, ok := s.takeAdmitSlot(c.now()); ok {
 				if !s.reserved.CompareAndSwap(reserved, reserved+units) {
 					s.freeAdmitSlot(slot, gen)
@@ -70,7 +70,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		}
 		now := c.now()
 		if !now.Before(deadline) {
-			if need <= c.heartbeatAdmission*capacity {
+			if need <= c.cfg.heartbeatAdmission*capacity {
 				return admission{}, notGranted(fmt.Errorf("%w: the heartbeat that waited longest had %.0f%% of its lease left (at least %.0f%% needed)",
 					ErrHeartbeatCapacity, 100*max(slack, 0), 100*admissionMargin), "%s", what)
 			}
@@ -80,7 +80,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		if !waited {
 			waited = true
 			c.metrics.admissionWait()
-			c.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for heartbeat capacity", slog.String("what", what),
+			c.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for heartbeat capacity", slog.String("what", what),
 				slog.Float64("need", need), slog.Float64("capacity", capacity), slog.Float64("slack", slack))
 		}
 		if err := c.pause(ctx, min(deadline.Sub(now), admissionPoll), nil, what); err != nil {

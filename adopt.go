@@ -27,7 +27,7 @@ func (a *acquisition) adopt(ctx context.Context, w *watch, at attempt) ([]*Lock,
 // nobody could use it. Writes of this call on other keys (a semaphore's
 // slots) that may have landed are released again.
 func (a *acquisition) adoptItem(ctx context.Context, w *watch, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
-	rec, err := a.c.schema.decodeItem(item)
+	rec, err := a.c.cfg.schema.decodeItem(item)
 	if err != nil {
 		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; it is released again", w.key)
 	}
@@ -113,7 +113,7 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 		}
 		c.observations.forget(l.regKey())
 	}
-	c.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", a.c.since(a.start)))
+	c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", a.c.since(a.start)))
 	return locks, nil
 }
 
@@ -123,11 +123,11 @@ func (a *acquisition) readBack(ctx context.Context, w *watch, rvn string) (*lock
 	for {
 		item, err := a.read(ctx, w)
 		if err == nil {
-			rec, err := a.c.schema.decodeItem(item)
+			rec, err := a.c.cfg.schema.decodeItem(item)
 			if err != nil {
 				return nil, err
 			}
-			if rec.owner != a.c.ownerName || rec.rvn != rvn {
+			if rec.owner != a.c.cfg.ownerName || rec.rvn != rvn {
 				return nil, fmt.Errorf("key %q changed hands right after the transaction", w.key)
 			}
 			return rec, nil

@@ -86,7 +86,7 @@ func BenchmarkAcquireInput(b *testing.B) {
 
 func BenchmarkHeartbeatInput(b *testing.B) {
 	c := benchInternalClient(b)
-	l := &Lock{client: c, partitionKey: "customer-42", ownerName: c.ownerName, rvn: newRVN()}
+	l := &Lock{client: c, partitionKey: "customer-42", ownerName: c.cfg.ownerName, rvn: newRVN()}
 	w := &renewal{rvn: newRVN(), sent: time.Now(), lease: 20 * time.Second}
 	b.ReportAllocs()
 	for b.Loop() {

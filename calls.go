@@ -43,7 +43,7 @@ type (
 // is none.
 func (c *Client) getItem(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(c.tableName),
+		TableName:      aws.String(c.cfg.tableName),
 		Key:            key,
 		ConsistentRead: aws.Bool(true),
 	})
@@ -84,7 +84,7 @@ func (c *Client) transactWriteItems(ctx context.Context, feature string, in *dyn
 	if err := c.checkTable(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.table.transactions(c.tableName, feature); err != nil {
+	if err := c.table.transactions(c.cfg.tableName, feature); err != nil {
 		return nil, err
 	}
 	var out *dynamodb.TransactWriteItemsOutput

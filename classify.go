@@ -71,7 +71,7 @@ func (c *Client) classifyErr(ctx context.Context, op string, err error) error {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		if ae.ErrorCode() == "ValidationException" && isKeySchemaMessage(ae.ErrorMessage()) {
-			return &KeySchemaError{Table: c.tableName, Expected: c.keySchema(), Found: c.describeKeySchema(ctx), Err: err}
+			return &KeySchemaError{Table: c.cfg.tableName, Expected: c.keySchema(), Found: c.describeKeySchema(ctx), Err: err}
 		}
 		return err
 	}
@@ -89,10 +89,10 @@ func alreadyClassified(err error) bool {
 
 func (c *Client) tableNotFound(err error) error {
 	if err == nil {
-		return fmt.Errorf("%w: %q at %s", ErrTableNotFound, c.tableName, c.endpointOf(nil))
+		return fmt.Errorf("%w: %q at %s", ErrTableNotFound, c.cfg.tableName, c.endpointOf(nil))
 	}
 	return fmt.Errorf("%w: %q at %s (create it with CreateTableIfNotExistsWithContext, or check the table name, region and endpoint): %w",
-		ErrTableNotFound, c.tableName, c.endpointOf(err), err)
+		ErrTableNotFound, c.cfg.tableName, c.endpointOf(err), err)
 }
 
 func isKeySchemaMessage(msg string) bool {
@@ -106,9 +106,9 @@ func isKeySchemaMessage(msg string) bool {
 
 // keySchema is the key schema this client reads and writes.
 func (c *Client) keySchema() []KeyAttribute {
-	keys := []KeyAttribute{{Name: c.partitionKeyName, KeyType: types.KeyTypeHash, Type: types.ScalarAttributeTypeS}}
-	if c.sortKeyDeclared {
-		keys = append(keys, KeyAttribute{Name: c.sortKeyName, KeyType: types.KeyTypeRange, Type: types.ScalarAttributeTypeS})
+	keys := []KeyAttribute{{Name: c.cfg.partitionKeyName, KeyType: types.KeyTypeHash, Type: types.ScalarAttributeTypeS}}
+	if c.cfg.sortKeyDeclared {
+		keys = append(keys, KeyAttribute{Name: c.cfg.sortKeyName, KeyType: types.KeyTypeRange, Type: types.ScalarAttributeTypeS})
 	}
 	return keys
 }
@@ -119,7 +119,7 @@ func (c *Client) describeKeySchema(ctx context.Context) []KeyAttribute {
 	if !c.canDescribe() || ctx.Err() != nil {
 		return nil
 	}
-	out, err := c.describeTable(ctx, "DescribeTable", c.tableName)
+	out, err := c.describeTable(ctx, "DescribeTable", c.cfg.tableName)
 	if err != nil || out.Table == nil {
 		return nil
 	}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"reflect"
-	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -16,9 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/gofrs/uuid/v5"
-	"go.opentelemetry.io/otel/metric"
 
-	"github.com/arielsrv/dynamolock/v2/internal/clock"
 	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
 
@@ -39,29 +34,10 @@ type DynamoDBClient interface {
 // safe for concurrent use. Create it with [New] and end it with
 // [Client.Close], which releases every lock it holds.
 type Client struct {
-	db        DynamoDBClient
-	tableName string
-
-	partitionKeyName             string
-	sortKeyName                  string
-	sortKey                      *string // the default sort key value; nil: none
-	sortKeyDeclared              bool    // WithSortKey was given
-	maxObservations              int
-	ownerName                    string
-	leaseDuration                time.Duration
-	heartbeatPeriod              time.Duration
-	leaseSet, heartbeatSet       bool // WithLeaseDuration / WithHeartbeatPeriod given: errors name what the caller set
-	heartbeatConcurrency         int
-	heartbeatAdmission           float64
-	holdLockOnServiceUnavailable bool
-	clockSkewBound               time.Duration
-	ttlAttribute                 string
-	logger                       *slog.Logger
-	metrics                      *clientMetrics
-	meterProvider                metric.MeterProvider
-	schema                       schema
-	singleWriterRegion           bool       // WithSingleWriterRegion
-	table                        tableCheck // the table's replication, checked before the first write
+	cfg     config // written only in New: see config
+	db      DynamoDBClient
+	metrics *clientMetrics
+	table   tableCheck // the table's replication, checked before the first write
 
 	locksMu      sync.RWMutex
 	locks        map[string]*Lock // registry key → the locks this client holds; guarded by locksMu
@@ -70,7 +46,6 @@ type Client struct {
 	inflight     sync.Map         // RVN → struct{}: acquiring writes sent, not yet answered or given up
 	observations observations
 	sched        *scheduler
-	clock        clock.Clock // where it reads time and waits: clock.go
 
 	mu        sync.RWMutex // guards closed against registering new locks during Close
 	closed    bool
@@ -78,134 +53,42 @@ type Client struct {
 	closeOnce sync.Once
 }
 
-var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
-
 // New returns a client for the lock table tableName. It validates every
 // option and returns an *[InvalidArgumentError] for a bad one; it makes no
 // DynamoDB call. Unless heartbeats are disabled, it starts one background
 // goroutine that renews held locks; [Client.Close] stops it.
 func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, error) {
-	c := &Client{
-		db:                   db,
-		tableName:            tableName,
-		partitionKeyName:     DefaultPartitionKeyName,
-		leaseDuration:        DefaultLeaseDuration,
-		heartbeatPeriod:      DefaultHeartbeatPeriod,
-		heartbeatConcurrency: DefaultHeartbeatConcurrency,
-		heartbeatAdmission:   DefaultHeartbeatAdmission,
-		maxObservations:      DefaultMaxLockObservationCacheSize,
-		closing:              make(chan struct{}),
-		locks:                make(map[string]*Lock),
-		table:                tableCheck{sem: make(chan struct{}, 1)},
-		clock:                clock.Real,
+	if isNil(db) {
+		return nil, invalid("DynamoDBClient", db, "must not be nil")
 	}
-	for _, opt := range opts {
+	c := &Client{
+		cfg:     defaultConfig(tableName),
+		db:      db,
+		closing: make(chan struct{}),
+		locks:   make(map[string]*Lock),
+		table:   tableCheck{sem: make(chan struct{}, 1)},
+	}
+	for _, opt := range opts { // a ClientOption writes into c.cfg, here only
 		if opt != nil {
 			opt(c)
 		}
 	}
-	if err := c.validate(); err != nil {
+	if err := c.cfg.check(); err != nil {
 		return nil, err
 	}
-	if c.ownerName == "" {
-		c.ownerName = defaultOwnerName()
-	}
-	if c.logger == nil {
-		c.logger = slog.New(slog.DiscardHandler)
-	}
+	c.cfg.resolve()
 	c.metrics = newClientMetrics(nil)
-	if c.meterProvider != nil {
-		inst, err := newOtelInstruments(c, c.meterProvider)
+	if c.cfg.meterProvider != nil {
+		inst, err := newOtelInstruments(c, c.cfg.meterProvider)
 		if err != nil {
 			return nil, fmt.Errorf("dynamolock: WithMeterProvider: %w", err)
 		}
 		c.metrics.otel = inst
 	}
-	c.schema = schema{partitionKeyName: c.partitionKeyName, sortKeyName: c.sortKeyName, ttlAttribute: c.ttlAttribute}
 	c.observations.m = make(map[string]observation)
-	c.observations.max = c.maxObservations
+	c.observations.max = c.cfg.maxObservations
 	c.sched = newScheduler(c)
 	return c, nil
-}
-
-func (c *Client) validate() error {
-	switch {
-	case isNil(c.db):
-		return invalid("DynamoDBClient", c.db, "must not be nil")
-	case !tableNamePattern.MatchString(c.tableName):
-		return invalid("table name", c.tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
-	case c.partitionKeyName == "":
-		return invalid("WithPartitionKeyName", c.partitionKeyName, "must not be empty")
-	case c.sortKeyDeclared && c.sortKeyName == "":
-		return invalid("WithSortKey name", c.sortKeyName, "must not be empty")
-	case c.sortKeyDeclared && c.sortKeyName == c.partitionKeyName:
-		return invalid("WithSortKey name", c.sortKeyName, "must differ from the partition key name")
-	case c.sortKey != nil && (len(*c.sortKey) > maxSortKeyBytes || !utf8.ValidString(*c.sortKey)):
-		return invalid("WithSortKey value", *c.sortKey, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)
-	case c.maxObservations < 1 || c.maxObservations > 10_000_000:
-		return invalid("WithMaxLockObservationCacheSize", c.maxObservations, "must be between 1 and 10000000")
-	case !utf8.ValidString(c.ownerName):
-		return invalid("WithOwnerName", c.ownerName, "must be valid UTF-8")
-	case lockAttribute(c.partitionKeyName):
-		return invalid("WithPartitionKeyName", c.partitionKeyName, "is an attribute the lock itself uses")
-	case c.sortKeyDeclared && lockAttribute(c.sortKeyName):
-		return invalid("WithSortKey name", c.sortKeyName, "is an attribute the lock itself uses")
-	case c.leaseDuration <= 0:
-		return invalid("WithLeaseDuration", c.leaseDuration, "must be positive")
-	case c.heartbeatPeriod < 0:
-		return invalid("WithHeartbeatPeriod", c.heartbeatPeriod, "must not be negative (0 disables heartbeats)")
-	case c.heartbeatPeriod > 0 && c.leaseDuration/2 < c.heartbeatPeriod:
-		return c.leaseHeartbeatMismatch()
-	case c.heartbeatConcurrency < 1 || c.heartbeatConcurrency > 1024:
-		return invalid("WithHeartbeatConcurrency", c.heartbeatConcurrency, "must be between 1 and 1024")
-	case !(c.heartbeatAdmission >= 0 && c.heartbeatAdmission <= 1): // NaN too
-		return invalid("WithHeartbeatAdmission", c.heartbeatAdmission, "must lie between 0 (off) and 1")
-	case c.clockSkewBound < 0:
-		return invalid("WithClockSkewBound", c.clockSkewBound, "must not be negative")
-	}
-	if c.ttlAttribute != "" && (c.ttlAttribute == c.partitionKeyName || c.ttlAttribute == c.sortKeyName || lockAttribute(c.ttlAttribute)) {
-		return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
-	}
-	return nil
-}
-
-// leaseHeartbeatMismatch is the error for a lease under twice the heartbeat
-// period, naming the option the caller set rather than one left at its
-// default.
-func (c *Client) leaseHeartbeatMismatch() error {
-	const why = "or locks may expire while a heartbeat is late"
-	switch {
-	case c.heartbeatSet && !c.leaseSet:
-		return invalid("WithHeartbeatPeriod", c.heartbeatPeriod,
-			"must be at most half the lease duration %s (the default; set a longer one with WithLeaseDuration), %s", c.leaseDuration, why)
-	case c.leaseSet && !c.heartbeatSet:
-		return invalid("WithLeaseDuration", c.leaseDuration,
-			"must be at least twice the heartbeat period %s (the default; set a shorter one with WithHeartbeatPeriod), %s", c.heartbeatPeriod, why)
-	}
-	return invalid("WithLeaseDuration", c.leaseDuration, "must be at least twice the WithHeartbeatPeriod %s, %s", c.heartbeatPeriod, why)
-}
-
-// heartbeatPeriodText describes the heartbeat period for an error about an
-// option that must be at least twice it.
-func (c *Client) heartbeatPeriodText() string {
-	if c.heartbeatSet {
-		return "the WithHeartbeatPeriod " + c.heartbeatPeriod.String()
-	}
-	return "the heartbeat period " + c.heartbeatPeriod.String() + " (the default; WithHeartbeatPeriod sets it)"
-}
-
-// isNil reports whether v is nil or a typed nil pointer (a nil
-// *dynamodb.Client in an interface).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan:
-		return rv.IsNil()
-	}
-	return false
 }
 
 func defaultOwnerName() string {
@@ -231,7 +114,7 @@ func newUUID() string {
 }
 
 // OwnerName returns the owner name this client writes into its locks.
-func (c *Client) OwnerName() string { return c.ownerName }
+func (c *Client) OwnerName() string { return c.cfg.ownerName }
 
 // registryKey identifies a lock in a client. Without a sort key value it is
 // the key itself (no copy: most clients have no sort key). With one, a
@@ -247,9 +130,9 @@ func registryKey(key string, sortKey *string) string {
 
 // itemKeyOf is the primary key of the item of (key, sortKey).
 func (c *Client) itemKeyOf(key string, sortKey *string) map[string]types.AttributeValue {
-	k := map[string]types.AttributeValue{c.partitionKeyName: attrS(key)}
+	k := map[string]types.AttributeValue{c.cfg.partitionKeyName: attrS(key)}
 	if sortKey != nil {
-		k[c.sortKeyName] = attrS(*sortKey)
+		k[c.cfg.sortKeyName] = attrS(*sortKey)
 	}
 	return k
 }
@@ -384,7 +267,7 @@ func (c *Client) readLock(ctx context.Context, key string, sk *string) (*Lock, e
 	if len(item) == 0 {
 		return newReadOnlyLock(c, key, sk, &lockRecord{}, time.Time{}), nil
 	}
-	rec, err := c.schema.decodeItem(item)
+	rec, err := c.cfg.schema.decodeItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
 	}
@@ -399,7 +282,7 @@ func (c *Client) HasLock(key, sortKey string) bool {
 	if !utf8.ValidString(key) {
 		return false // never a key held (nor a registry key of another)
 	}
-	sk := c.sortKey
+	sk := c.cfg.sortKey
 	if sortKey != "" {
 		sk = &sortKey
 	}
@@ -437,7 +320,7 @@ func (c *Client) close(ctx context.Context) error {
 	}
 	c.locksMu.RUnlock()
 	errs := make([]error, len(held))
-	sem := make(chan struct{}, c.heartbeatConcurrency)
+	sem := make(chan struct{}, c.cfg.heartbeatConcurrency)
 	var wg sync.WaitGroup
 	for i, l := range held {
 		sem <- struct{}{}

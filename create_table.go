@@ -57,8 +57,8 @@ func (c *Client) createTableOptions(tableName string, opts []CreateTableOption) 
 	o := &createDynamoDBTableOptions{
 		billingMode:      types.BillingModePayPerRequest,
 		tableName:        tableName,
-		partitionKeyName: c.partitionKeyName,
-		sortKeyName:      c.sortKeyName,
+		partitionKeyName: c.cfg.partitionKeyName,
+		sortKeyName:      c.cfg.sortKeyName,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -162,7 +162,7 @@ func (c *Client) describeLockTable(ctx context.Context, feature string) (*types.
 	if !c.canDescribe() {
 		return nil, unsupported(feature, "DescribeTable")
 	}
-	return describeTable(ctx, c, c.tableName)
+	return describeTable(ctx, c, c.cfg.tableName)
 }
 
 // AssertTableExists returns nil when the lock table exists and can hold

@@ -31,7 +31,7 @@ const TTLMargin = 24 * time.Hour
 // old attributes leaves an expiry that is ignored. Releases and clients
 // without this option remove both attributes.
 func WithClockSkewBound(d time.Duration) ClientOption {
-	return func(c *Client) { c.clockSkewBound = d }
+	return func(c *Client) { c.cfg.clockSkewBound = d }
 }
 
 // WithTTLAttribute makes the client write name (epoch seconds, type N) into
@@ -45,7 +45,7 @@ func WithClockSkewBound(d time.Duration) ClientOption {
 // the tokens before the deletion as long as the hosts' wall clocks agree to
 // within the time the item was gone. Default: none.
 func WithTTLAttribute(name string) ClientOption {
-	return func(c *Client) { c.ttlAttribute = name }
+	return func(c *Client) { c.cfg.ttlAttribute = name }
 }
 
 // expirySets returns the SET clauses for the absolute expiry and the TTL
@@ -55,13 +55,13 @@ func WithTTLAttribute(name string) ClientOption {
 // RVN, so an expiry that a foreign writer left behind is never trusted.
 func (c *Client) expirySets(b *exprBuilder, sent time.Time, lease time.Duration, rvn string) string {
 	s := ""
-	if c.clockSkewBound > 0 {
+	if c.cfg.clockSkewBound > 0 {
 		s += ", " + b.name("#x", attrLeaseExpiresAt) + " = " +
 			b.value(":x", &types.AttributeValueMemberN{Value: strconv.FormatInt(ceilMilli(sent.Add(lease)), 10)}) +
 			", " + b.name("#xr", attrLeaseExpiresRVN) + " = " + b.value(":xr", attrS(rvn))
 	}
-	if c.ttlAttribute != "" {
-		s += ", " + b.name("#t", c.ttlAttribute) + " = " +
+	if c.cfg.ttlAttribute != "" {
+		s += ", " + b.name("#t", c.cfg.ttlAttribute) + " = " +
 			b.value(":t", &types.AttributeValueMemberN{Value: strconv.FormatInt(sent.Add(lease+TTLMargin).Unix(), 10)})
 	}
 	return s
@@ -76,7 +76,7 @@ func expiryAttrs(b *exprBuilder) string {
 // WithClockSkewBound adds, so that no stored expiry outlives the holder
 // that renewed it.
 func (c *Client) removeStaleExpiry(b *exprBuilder) string {
-	if c.clockSkewBound > 0 {
+	if c.cfg.clockSkewBound > 0 {
 		return ""
 	}
 	return ", " + expiryAttrs(b)
@@ -88,10 +88,10 @@ func (c *Client) removeStaleExpiry(b *exprBuilder) string {
 // stored expiry, or when the expiry was written for another RVN than the
 // item carries.
 func (c *Client) staleByClockAt(rec *lockRecord, now time.Time) (time.Time, bool) {
-	if c.clockSkewBound <= 0 || rec.leaseExpiresAt <= 0 || rec.expiryRVN != rec.rvn {
+	if c.cfg.clockSkewBound <= 0 || rec.leaseExpiresAt <= 0 || rec.expiryRVN != rec.rvn {
 		return time.Time{}, false
 	}
-	wall := time.UnixMilli(rec.leaseExpiresAt).Add(c.clockSkewBound + time.Millisecond)
+	wall := time.UnixMilli(rec.leaseExpiresAt).Add(c.cfg.clockSkewBound + time.Millisecond)
 	return now.Add(wall.Sub(now.Round(0))), true
 }
 

@@ -304,7 +304,7 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 	}}
 	b := newExprBuilder()
 	q := b.name("#q", attrFairQueue)
-	cond := "attribute_exists(" + b.name("#pk", c.partitionKeyName) + ") AND "
+	cond := "attribute_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") AND "
 	var update string
 	if present {
 		update = "SET " + q + "." + b.name("#w", f.id) + " = " + b.value(":e", entry)
@@ -373,7 +373,7 @@ func (a *acquisition) leaveQueue(ctx context.Context, w *watch) {
 	b := newExprBuilder()
 	q := b.name("#q", attrFairQueue)
 	in := &dynamodb.UpdateItemInput{
-		TableName:                aws.String(c.tableName),
+		TableName:                aws.String(c.cfg.tableName),
 		Key:                      c.itemKeyOf(w.key, w.sortKey),
 		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", w.fair.id)),
 		ConditionExpression:      aws.String("attribute_exists(" + q + ")"),
@@ -382,7 +382,7 @@ func (a *acquisition) leaveQueue(ctx context.Context, w *watch) {
 	_, err := a.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the fair queue; the entry is skipped after its lease",
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the fair queue; the entry is skipped after its lease",
 			slogKey(w.key), slogErr(err))
 	}
 }
@@ -400,7 +400,7 @@ func (q *queueWrite) onItem(c *Client, key map[string]types.AttributeValue) type
 			cond = "attribute_not_exists(" + name + ") OR size(" + name + ") = " + b.value(":zero", attrN(0))
 		}
 		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName:                           aws.String(c.tableName),
+			TableName:                           aws.String(c.cfg.tableName),
 			Key:                                 key,
 			ConditionExpression:                 aws.String(cond),
 			ExpressionAttributeNames:            b.names,
@@ -416,7 +416,7 @@ func (q *queueWrite) onItem(c *Client, key map[string]types.AttributeValue) type
 		remove += name + "." + b.name("#w"+strconv.Itoa(i), id)
 	}
 	return types.TransactWriteItem{Update: &types.Update{
-		TableName:                           aws.String(c.tableName),
+		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 key,
 		UpdateExpression:                    aws.String("REMOVE " + remove),
 		ConditionExpression:                 aws.String("attribute_exists(" + name + ")"),

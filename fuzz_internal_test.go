@@ -114,7 +114,7 @@ func FuzzDecodeItem(f *testing.F) {
 		set(attrLeaseExpiresAt, fuzzAttr(expiry, expiryT))
 		set(attrIsReleased, fuzzAttr("1", releasedT))
 
-		rec, err := client.schema.decodeItem(item)
+		rec, err := client.cfg.schema.decodeItem(item)
 		if err != nil {
 			var fe *ItemFormatError
 			if !errors.As(err, &fe) {
@@ -127,8 +127,8 @@ func FuzzDecodeItem(f *testing.F) {
 				t.Fatalf("format error without attribute: %v", fe)
 			}
 			// A listing of the item reports the same error, with the key.
-			item[client.partitionKeyName] = &types.AttributeValueMemberS{Value: "k"}
-			item[client.sortKeyName] = &types.AttributeValueMemberS{Value: "v"}
+			item[client.cfg.partitionKeyName] = &types.AttributeValueMemberS{Value: "k"}
+			item[client.cfg.sortKeyName] = &types.AttributeValueMemberS{Value: "v"}
 			if _, err := client.viewOf(item, time.Now()); !errors.As(err, &fe) {
 				t.Fatalf("viewOf: %v", err)
 			}
@@ -144,7 +144,7 @@ func FuzzDecodeItem(f *testing.F) {
 			t.Fatalf("owner %q from %#v", rec.owner, item[attrOwnerName])
 		}
 		for name := range rec.additional {
-			if client.schema.reserved(name) {
+			if client.cfg.schema.reserved(name) {
 				t.Fatalf("reserved attribute %q returned as additional", name)
 			}
 		}

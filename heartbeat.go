@@ -51,9 +51,9 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 		return invalid("HeartbeatRetries", o.retries, "retries must not be negative")
 	case o.retryWait < 0:
 		return invalid("HeartbeatRetries", o.retryWait, "wait must not be negative")
-	case o.leaseDurationToEnsure < 0 || (o.leaseDurationToEnsure > 0 && o.leaseDurationToEnsure/2 < c.heartbeatPeriod):
+	case o.leaseDurationToEnsure < 0 || (o.leaseDurationToEnsure > 0 && o.leaseDurationToEnsure/2 < c.cfg.heartbeatPeriod):
 		return invalid("WithLeaseDurationToEnsure", o.leaseDurationToEnsure,
-			"must be at least twice %s", c.heartbeatPeriodText())
+			"must be at least twice %s", c.cfg.heartbeatPeriodText())
 	case o.deleteData && o.data != nil:
 		return invalid("ReplaceHeartbeatData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be combined with DeleteData")
 	}
@@ -207,9 +207,9 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			return err
 		}
 		l.mu.Lock()
-		if l.ownerName != c.ownerName || l.client != c {
+		if l.ownerName != c.cfg.ownerName || l.client != c {
 			l.mu.Unlock()
-			return fmt.Errorf("%w: lock %q is held by %q, this client is %q", ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
+			return fmt.Errorf("%w: lock %q is held by %q, this client is %q", ErrOwnerMismatched, l.partitionKey, l.ownerName, c.cfg.ownerName)
 		}
 		lease := l.leaseDuration
 		if o.leaseDurationToEnsure > 0 {
@@ -247,7 +247,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			return l.lose(ErrLockTakenOver, err)
 		}
 		c.metrics.heartbeat(ctx, "error")
-		if background && c.holdLockOnServiceUnavailable && httpStatus(err) == 503 {
+		if background && c.cfg.holdLockOnServiceUnavailable && httpStatus(err) == 503 {
 			// Amazon's Java client's holdLockOnServiceUnavailable: assume the
 			// lock is still ours and extend the lease locally. Unsafe; see
 			// the option's documentation.
@@ -414,7 +414,7 @@ func (l *Lock) ownItem(item map[string]types.AttributeValue) (*lockRecord, bool)
 	if len(item) == 0 || l.reader {
 		return nil, false
 	}
-	rec, err := l.client.schema.decodeItem(item)
+	rec, err := l.client.cfg.schema.decodeItem(item)
 	if err != nil {
 		return nil, false
 	}

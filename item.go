@@ -273,10 +273,10 @@ func (c *Client) validateItemSize(option, key string, sortKey *string, data []by
 		item[name] = v
 	}
 	size := itemSize(item) + len(data) + len(attrData) +
-		len(attrOwnerName) + len(c.ownerName) +
+		len(attrOwnerName) + len(c.cfg.ownerName) +
 		len(attrLeaseDuration) + 24 + len(attrRVN) + 36 +
 		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
-		len(attrLeaseExpiresAt) + 12 + len(attrLeaseExpiresRVN) + 36 + len(c.ttlAttribute) + 12
+		len(attrLeaseExpiresAt) + 12 + len(attrLeaseExpiresRVN) + 36 + len(c.cfg.ttlAttribute) + 12
 	if size > maxItemBytes {
 		value := strconv.Itoa(len(data)) + " bytes of data"
 		if len(data) < size/2 {
@@ -294,7 +294,7 @@ func (c *Client) validateItemSize(option, key string, sortKey *string, data []by
 // acquisition's).
 func (c *Client) guardedUpdate(key map[string]types.AttributeValue, b *exprBuilder, update, cond string) *dynamodb.UpdateItemInput {
 	return &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.tableName),
+		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 key,
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),

@@ -29,12 +29,12 @@ func (c *Client) AllLocks(ctx context.Context) iter.Seq2[*Lock, error] {
 			yield(nil, unsupported("AllLocks", "Scan"))
 			return
 		}
-		in := &dynamodb.ScanInput{TableName: aws.String(c.tableName), ConsistentRead: aws.Bool(true)}
+		in := &dynamodb.ScanInput{TableName: aws.String(c.cfg.tableName), ConsistentRead: aws.Bool(true)}
 		c.paginate(func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 			in.ExclusiveStartKey = start
 			out, err := c.scan(ctx, "AllLocks", in)
 			if err != nil {
-				return nil, nil, fmt.Errorf("dynamolock: scan %q: %w", c.tableName, err)
+				return nil, nil, fmt.Errorf("dynamolock: scan %q: %w", c.cfg.tableName, err)
 			}
 			return out.Items, out.LastEvaluatedKey, nil
 		}, yield)
@@ -60,9 +60,9 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 		}
 		b := newExprBuilder()
 		in := &dynamodb.QueryInput{
-			TableName:                 aws.String(c.tableName),
+			TableName:                 aws.String(c.cfg.tableName),
 			ConsistentRead:            aws.Bool(true),
-			KeyConditionExpression:    aws.String(b.name("#pk", c.partitionKeyName) + " = " + b.value(":pk", attrS(key))),
+			KeyConditionExpression:    aws.String(b.name("#pk", c.cfg.partitionKeyName) + " = " + b.value(":pk", attrS(key))),
 			ExpressionAttributeNames:  b.names,
 			ExpressionAttributeValues: b.values,
 		}
@@ -70,7 +70,7 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 			in.ExclusiveStartKey = start
 			out, err := c.query(ctx, "LocksByPartitionKey", in)
 			if err != nil {
-				return nil, nil, fmt.Errorf("dynamolock: query %q for key %q: %w", c.tableName, key, err)
+				return nil, nil, fmt.Errorf("dynamolock: query %q for key %q: %w", c.cfg.tableName, key, err)
 			}
 			return out.Items, out.LastEvaluatedKey, nil
 		}, yield)
@@ -108,22 +108,22 @@ func (c *Client) yieldItems(items []map[string]types.AttributeValue, yield func(
 // viewOf turns a listed item into a read-only view, or the live lock when
 // this client holds exactly that item.
 func (c *Client) viewOf(item map[string]types.AttributeValue, now time.Time) (*Lock, error) {
-	pk, ok := item[c.partitionKeyName].(*types.AttributeValueMemberS)
+	pk, ok := item[c.cfg.partitionKeyName].(*types.AttributeValueMemberS)
 	if !ok {
-		return nil, &ItemFormatError{Attribute: c.partitionKeyName, Reason: "missing or not of type S"}
+		return nil, &ItemFormatError{Attribute: c.cfg.partitionKeyName, Reason: "missing or not of type S"}
 	}
 	var sk *string
-	if c.sortKeyName != "" {
-		v, ok := item[c.sortKeyName].(*types.AttributeValueMemberS)
+	if c.cfg.sortKeyName != "" {
+		v, ok := item[c.cfg.sortKeyName].(*types.AttributeValueMemberS)
 		if !ok {
-			return nil, &ItemFormatError{Attribute: c.sortKeyName, Reason: "missing or not of type S"}
+			return nil, &ItemFormatError{Attribute: c.cfg.sortKeyName, Reason: "missing or not of type S"}
 		}
 		sk = &v.Value
 	}
 	if l := c.heldLock(registryKey(pk.Value, sk)); l != nil {
 		return l, nil
 	}
-	rec, err := c.schema.decodeItem(item)
+	rec, err := c.cfg.schema.decodeItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", pk.Value, err)
 	}

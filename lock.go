@@ -109,8 +109,8 @@ func newReadOnlyLock(c *Client, key string, sortKey *string, rec *lockRecord, re
 
 func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Time) *Lock {
 	owner := rec.owner
-	if owner == c.ownerName {
-		owner = c.ownerName // one copy per client, not one per lock
+	if owner == c.cfg.ownerName {
+		owner = c.cfg.ownerName // one copy per client, not one per lock
 	}
 	l := &Lock{
 		client:        c,

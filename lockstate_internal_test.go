@@ -247,9 +247,16 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 		t.Fatalf("err = %v, want a *LockNotGrantedError matching ErrHeartbeatCapacity", err)
 	}
 
-	// Off: nothing waits.
-	c.heartbeatAdmission = 0
-	if _, err := c.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
+	// Off: nothing waits, though the held locks need more than the
+	// capacity. (A client's configuration is fixed in New: a second one.)
+	off := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute), WithHeartbeatAdmission(0))
+	for i := range 2 {
+		if _, err := off.AcquireLock("adm-off-" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	off.sched.capacityBits.Store(math.Float64bits(perLock))
+	if _, err := off.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
 		t.Fatal(err)
 	}
 }

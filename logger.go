@@ -83,7 +83,7 @@ func slogDuration(k string, d time.Duration) slog.Attr { return slog.Duration(k,
 // log writes a record about l, followed by extra. Attributes are built only
 // when the logger would keep the record: the default logger discards all.
 func (l *Lock) log(level slog.Level, msg string, extra ...slog.Attr) {
-	lg := l.client.logger
+	lg := l.client.cfg.logger
 	if !lg.Enabled(context.Background(), level) {
 		return
 	}

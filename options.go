@@ -39,7 +39,7 @@ type ClientOption func(*Client)
 // WithPartitionKeyName sets the name of the table's partition key attribute.
 // Default: [DefaultPartitionKeyName] ("key"). Must not be empty.
 func WithPartitionKeyName(s string) ClientOption {
-	return func(c *Client) { c.partitionKeyName = s }
+	return func(c *Client) { c.cfg.partitionKeyName = s }
 }
 
 // WithSortKey names the table's sort key attribute (type S; tables created
@@ -51,11 +51,11 @@ func WithPartitionKeyName(s string) ClientOption {
 // bytes.
 func WithSortKey(name, value string) ClientOption {
 	return func(c *Client) {
-		c.sortKeyDeclared = true
-		c.sortKeyName = name
-		c.sortKey = nil
+		c.cfg.sortKeyDeclared = true
+		c.cfg.sortKeyName = name
+		c.cfg.sortKey = nil
 		if value != "" {
-			c.sortKey = &value
+			c.cfg.sortKey = &value
 		}
 	}
 }
@@ -68,21 +68,21 @@ func WithSortKey(name, value string) ClientOption {
 // dropped, which only delays a takeover. Default:
 // [DefaultMaxLockObservationCacheSize]; must be between 1 and 10,000,000.
 func WithMaxLockObservationCacheSize(n int) ClientOption {
-	return func(c *Client) { c.maxObservations = n }
+	return func(c *Client) { c.cfg.maxObservations = n }
 }
 
 // WithOwnerName sets the owner name written into every lock this client
 // acquires. Two clients must never share an owner name unless they are
 // meant to share locks. Default: the host name followed by a random UUID.
 func WithOwnerName(s string) ClientOption {
-	return func(c *Client) { c.ownerName = s }
+	return func(c *Client) { c.cfg.ownerName = s }
 }
 
 // WithLeaseDuration sets how long a lock stays valid after its last
 // heartbeat. Default: [DefaultLeaseDuration] (20s). It must be at least
 // twice the heartbeat period.
 func WithLeaseDuration(d time.Duration) ClientOption {
-	return func(c *Client) { c.leaseDuration, c.leaseSet = d, true }
+	return func(c *Client) { c.cfg.leaseDuration, c.cfg.leaseSet = d, true }
 }
 
 // WithHeartbeatPeriod sets how often the client renews every lock it holds.
@@ -90,7 +90,7 @@ func WithLeaseDuration(d time.Duration) ClientOption {
 // (see [DisableHeartbeat]); otherwise it must be positive and at most half
 // the lease duration.
 func WithHeartbeatPeriod(d time.Duration) ClientOption {
-	return func(c *Client) { c.heartbeatPeriod, c.heartbeatSet = d, true }
+	return func(c *Client) { c.cfg.heartbeatPeriod, c.cfg.heartbeatSet = d, true }
 }
 
 // DisableHeartbeat turns background heartbeats off: locks must be renewed
@@ -104,7 +104,7 @@ func DisableHeartbeat() ClientOption {
 // lease (earliest first). Default: [DefaultHeartbeatConcurrency] (32); valid
 // range 1 to 1024.
 func WithHeartbeatConcurrency(n int) ClientOption {
-	return func(c *Client) { c.heartbeatConcurrency = n }
+	return func(c *Client) { c.cfg.heartbeatConcurrency = n }
 }
 
 // WithHeartbeatAdmission sets admission control: an acquisition waits
@@ -159,7 +159,7 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // from second to second. fraction must lie in (0, 1]; 0 turns admission
 // control off.
 func WithHeartbeatAdmission(fraction float64) ClientOption {
-	return func(c *Client) { c.heartbeatAdmission = fraction }
+	return func(c *Client) { c.cfg.heartbeatAdmission = fraction }
 }
 
 // WithHoldLockOnServiceUnavailable makes heartbeats that fail with HTTP 503
@@ -173,14 +173,14 @@ func WithHeartbeatAdmission(fraction float64) ClientOption {
 // DynamoDB must not stop the holder and fencing tokens or guarded writes
 // protect the data. Default: off.
 func WithHoldLockOnServiceUnavailable() ClientOption {
-	return func(c *Client) { c.holdLockOnServiceUnavailable = true }
+	return func(c *Client) { c.cfg.holdLockOnServiceUnavailable = true }
 }
 
 // WithLogger logs through a v2-style [Logger] (Println). Default: silent.
 func WithLogger(l Logger) ClientOption {
 	return func(c *Client) {
 		if l != nil {
-			c.logger = slog.New(&printlnHandler{println: func(_ any, s string) { l.Println(s) }})
+			c.cfg.logger = slog.New(&printlnHandler{println: func(_ any, s string) { l.Println(s) }})
 		}
 	}
 }
@@ -189,7 +189,7 @@ func WithLogger(l Logger) ClientOption {
 func WithContextLogger(l ContextLogger) ClientOption {
 	return func(c *Client) {
 		if l != nil {
-			c.logger = slog.New(&printlnHandler{ctxPrintln: l.Println})
+			c.cfg.logger = slog.New(&printlnHandler{ctxPrintln: l.Println})
 		}
 	}
 }
@@ -199,7 +199,7 @@ func WithContextLogger(l ContextLogger) ClientOption {
 func WithSlog(l *slog.Logger) ClientOption {
 	return func(c *Client) {
 		if l != nil {
-			c.logger = l
+			c.cfg.logger = l
 		}
 	}
 }

@@ -32,7 +32,7 @@ const meterName = "github.com/arielsrv/dynamolock/v2"
 //
 // Default: no metrics (a no-op). [Client.Stats] works either way.
 func WithMeterProvider(mp metric.MeterProvider) ClientOption {
-	return func(c *Client) { c.meterProvider = mp }
+	return func(c *Client) { c.cfg.meterProvider = mp }
 }
 
 // durationBuckets are the bucket boundaries, in seconds, of the duration

@@ -144,9 +144,9 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 func (c *Client) checkOwner(l *Lock) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ownerName != c.ownerName || l.client != c {
+	if l.ownerName != c.cfg.ownerName || l.client != c {
 		return fmt.Errorf("%w: lock %q is held by %q through another client, this client is %q",
-			ErrOwnerMismatched, l.partitionKey, l.ownerName, c.ownerName)
+			ErrOwnerMismatched, l.partitionKey, l.ownerName, c.cfg.ownerName)
 	}
 	return nil
 }
@@ -210,7 +210,7 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 	}
 	if deleteLock {
 		_, err = c.deleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName:                           aws.String(c.tableName),
+			TableName:                           aws.String(c.cfg.tableName),
 			Key:                                 l.itemKey(),
 			ConditionExpression:                 aws.String(cond),
 			ExpressionAttributeNames:            b.names,

@@ -52,7 +52,7 @@ func (c *Client) decodeRWView(item map[string]types.AttributeValue) rwView {
 		return v
 	}
 	if _, released := item[attrIsReleased]; !released {
-		rec, err := c.schema.decodeItem(item)
+		rec, err := c.cfg.schema.decodeItem(item)
 		if err != nil {
 			v.bad = err
 			return v

@@ -246,7 +246,7 @@ func (a *rwAcquisition) run(ctx context.Context) (*Lock, error) {
 	v := &rwView{}
 	for {
 		d := rwDecide(rwInput{view: v, seen: a.seen, now: a.rw.c.now(), start: a.start, name: a.rw.name, writer: a.writer,
-			owner: a.rw.c.ownerName, id: a.id, ticket: a.ticket, renewAt: a.beatAt.Add(a.lease / 3), attempts: a.attempts,
+			owner: a.rw.c.cfg.ownerName, id: a.id, ticket: a.ticket, renewAt: a.beatAt.Add(a.lease / 3), attempts: a.attempts,
 			deadline: a.deadline, failFast: a.o.failIfLocked, refresh: a.o.refreshPeriod - randomUpTo(a.o.refreshJitter),
 			maxReader: MaxReaders})
 		var err error
@@ -309,7 +309,7 @@ func (a *rwAcquisition) failed(ctx context.Context, v *rwView, err error) error 
 		}
 		return notGranted(err, "rwlock %q", a.rw.name)
 	}
-	a.rw.c.logger.LogAttrs(ctx, slog.LevelWarn, "rwlock acquire failed, retrying", slogKey(a.rw.name), slogErr(err))
+	a.rw.c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "rwlock acquire failed, retrying", slogKey(a.rw.name), slogErr(err))
 	v.failed = err
 	return nil
 }
@@ -401,7 +401,7 @@ func (a *rwAcquisition) adoptItem(ctx context.Context, item map[string]types.Att
 	if a.writer {
 		return a.engine.adoptItem(ctx, a.engine.watches[0], item, at)
 	}
-	rec := &lockRecord{owner: c.ownerName, lease: at.lease, rvn: beat, fencingToken: v.token}
+	rec := &lockRecord{owner: c.cfg.ownerName, lease: at.lease, rvn: beat, fencingToken: v.token}
 	l := newHeldLock(c, a.rw.name, a.o.sortKey, rec, at.sent)
 	l.leaseEnd = at.sent.Add(at.lease)
 	l.reader = true

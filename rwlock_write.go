@@ -24,12 +24,12 @@ import (
 func (a *rwAcquisition) readerGrant(d rwDecision, v *rwView, beat string, sent time.Time) *dynamodb.UpdateItemInput {
 	c := a.rw.c
 	b := newExprBuilder()
-	pk, rel, rs, rver := b.name("#pk", c.partitionKeyName), b.name("#r", attrIsReleased), b.name("#R", attrReaders), b.name("#rv", attrReadersVersion)
+	pk, rel, rs, rver := b.name("#pk", c.cfg.partitionKeyName), b.name("#r", attrIsReleased), b.name("#R", attrReaders), b.name("#rv", attrReadersVersion)
 	entry := readerEntry(beat, a.o.lease)
 	// The writer's attributes are kept (a released item), or written for a
 	// new item, so that every client reads the item as a released lock.
 	set := "SET " + rel + " = " + b.value(":r", attrS("1")) +
-		", " + b.name("#o", attrOwnerName) + " = if_not_exists(#o, " + b.value(":o", attrS(c.ownerName)) + ")" +
+		", " + b.name("#o", attrOwnerName) + " = if_not_exists(#o, " + b.value(":o", attrS(c.cfg.ownerName)) + ")" +
 		", " + b.name("#v", attrRVN) + " = if_not_exists(#v, " + b.value(":v", attrS(newRVN())) + ")" +
 		", " + b.name("#l", attrLeaseDuration) + " = if_not_exists(#l, " + b.value(":l", attrS(formatLease(a.o.lease))) + ")" +
 		", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " + b.value(":base", attrN(uint64(sent.UnixMicro()))) + ")"
@@ -79,8 +79,8 @@ func (a *rwAcquisition) readerGrant(d rwDecision, v *rwView, beat string, sent t
 	// No TTL may delete an item readers hold; no stored expiry outlives the
 	// writer that wrote it.
 	remove += ", " + expiryAttrs(b)
-	if c.ttlAttribute != "" {
-		remove += ", " + b.name("#ttl", c.ttlAttribute)
+	if c.cfg.ttlAttribute != "" {
+		remove += ", " + b.name("#ttl", c.cfg.ttlAttribute)
 	}
 	update := set + " REMOVE " + remove[2:] + " ADD " + rver + " " + b.value(":one", attrN(1))
 	in := c.guardedUpdate(c.itemKeyOf(a.rw.name, a.o.sortKey), b, update, cond)
@@ -188,7 +188,7 @@ func (a *rwAcquisition) join(ctx context.Context, v *rwView) error {
 	}
 	b := newExprBuilder()
 	q := b.name("#q", attrFairQueue)
-	cond := "attribute_exists(" + b.name("#pk", c.partitionKeyName) + ") AND "
+	cond := "attribute_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") AND "
 	var update string
 	present := slices.ContainsFunc(v.queue, func(w rwWaiter) bool { return w.id == a.id })
 	switch {
@@ -233,7 +233,7 @@ func (a *rwAcquisition) leave(ctx context.Context) {
 	b := newExprBuilder()
 	q := b.name("#q", attrFairQueue)
 	_, err := c.updateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(c.tableName),
+		TableName:                aws.String(c.cfg.tableName),
 		Key:                      c.itemKeyOf(a.rw.name, a.o.sortKey),
 		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", a.id)),
 		ConditionExpression:      aws.String("attribute_exists(" + q + ")"),
@@ -241,7 +241,7 @@ func (a *rwAcquisition) leave(ctx context.Context) {
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the rwlock queue; the entry is dropped after its lease",
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the rwlock queue; the entry is dropped after its lease",
 			slogKey(a.rw.name), slogErr(err))
 	}
 }
@@ -270,7 +270,7 @@ func (a *rwAcquisition) undo(ctx context.Context) {
 	_, err := c.updateItem(ctx, c.guardedUpdate(c.itemKeyOf(a.rw.name, a.o.sortKey), b, update, cond))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo a reader's write whose answer was lost; the entry is dropped after its lease",
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo a reader's write whose answer was lost; the entry is dropped after its lease",
 			slogKey(a.rw.name), slogErr(err))
 	}
 }

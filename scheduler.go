@@ -103,12 +103,12 @@ func newScheduler(c *Client) *scheduler {
 	s := &scheduler{
 		c:          c,
 		kick:       make(chan struct{}, 1),
-		work:       make(chan *Lock, c.heartbeatConcurrency),
-		done:       make(chan beatResult, c.heartbeatConcurrency),
+		work:       make(chan *Lock, c.cfg.heartbeatConcurrency),
+		done:       make(chan beatResult, c.cfg.heartbeatConcurrency),
 		stopped:    make(chan struct{}),
-		slots:      c.heartbeatConcurrency,
-		admitUntil: make([]int64, max(1, c.heartbeatConcurrency/4)),
-		admitGen:   make([]uint64, max(1, c.heartbeatConcurrency/4)),
+		slots:      c.cfg.heartbeatConcurrency,
+		admitUntil: make([]int64, max(1, c.cfg.heartbeatConcurrency/4)),
+		admitGen:   make([]uint64, max(1, c.cfg.heartbeatConcurrency/4)),
 		epoch:      c.now(),
 		satWindows: make([]satWindow, 0, measureMemory/measureWindow),
 	}
@@ -319,7 +319,7 @@ func (s *scheduler) dispatch(now time.Time) {
 		e.queued = false
 		l.mu.Lock()
 		ended := l.reasonLocked() != nil
-		due := l.lookupTime.Add(s.c.heartbeatPeriod)
+		due := l.lookupTime.Add(s.c.cfg.heartbeatPeriod)
 		left := l.leaseEnd.Sub(now)
 		l.mu.Unlock()
 		if ended {
@@ -335,13 +335,13 @@ func (s *scheduler) dispatch(now time.Time) {
 			s.update(l, now)
 			continue
 		}
-		if now.Sub(due) > s.c.heartbeatPeriod {
+		if now.Sub(due) > s.c.cfg.heartbeatPeriod {
 			s.c.metrics.lateBeat()
 		}
 		s.slots--
 		e.beating = true
 		s.update(l, now)
-		if busy := s.c.heartbeatConcurrency - s.slots; busy > s.nworkers {
+		if busy := s.c.cfg.heartbeatConcurrency - s.slots; busy > s.nworkers {
 			s.nworkers++
 			s.workers.Go(s.worker)
 		}
@@ -357,23 +357,23 @@ func (s *scheduler) dispatch(now time.Time) {
 	}
 	s.slackBits.Store(math.Float64bits(slack))
 	s.c.metrics.setBacklog(len(s.ready))
-	if len(s.ready) > 0 && now.Sub(s.lastLog) > s.c.heartbeatPeriod {
+	if len(s.ready) > 0 && now.Sub(s.lastLog) > s.c.cfg.heartbeatPeriod {
 		s.lastLog = now
-		s.c.logger.LogAttrs(s.ctx, slog.LevelWarn, "heartbeat backlog: more locks are due than can be renewed at once",
-			slog.Int("backlog", len(s.ready)), slog.Int("concurrency", s.c.heartbeatConcurrency))
+		s.c.cfg.logger.LogAttrs(s.ctx, slog.LevelWarn, "heartbeat backlog: more locks are due than can be renewed at once",
+			slog.Int("backlog", len(s.ready)), slog.Int("concurrency", s.c.cfg.heartbeatConcurrency))
 	}
 }
 
 // beatTime is when e's next heartbeat is due, if one should be scheduled:
 // one period after its last renewal, or at the retry time after a failure.
 func (s *scheduler) beatTime(e *schedEntry, lookup time.Time) (int64, bool) {
-	if s.c.heartbeatPeriod <= 0 || e.beating || e.queued {
+	if s.c.cfg.heartbeatPeriod <= 0 || e.beating || e.queued {
 		return 0, false
 	}
 	if e.retryAt != 0 {
 		return e.retryAt, true
 	}
-	return s.at(lookup.Add(s.c.heartbeatPeriod)), true
+	return s.at(lookup.Add(s.c.cfg.heartbeatPeriod)), true
 }
 
 // finished records a beat's outcome. A failed beat (network, throttling,
@@ -393,7 +393,7 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 	}
 	if r.failed {
 		backoff := min(max(2*time.Duration(e.backoff)*time.Millisecond, 25*time.Millisecond),
-			max(s.c.heartbeatPeriod/2, 25*time.Millisecond), math.MaxInt32*time.Millisecond)
+			max(s.c.cfg.heartbeatPeriod/2, 25*time.Millisecond), math.MaxInt32*time.Millisecond)
 		e.backoff = int32(backoff / time.Millisecond)
 		e.retryAt = max(s.at(now.Add(backoff+randomUpTo(backoff))), 1)
 	} else {
@@ -424,7 +424,7 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 // fresh rate every window.
 func (s *scheduler) measure(now time.Time) {
 	s.windowBeats++
-	little := float64(s.c.heartbeatConcurrency) / s.rtt.Seconds()
+	little := float64(s.c.cfg.heartbeatConcurrency) / s.rtt.Seconds()
 	if elapsed := now.Sub(s.windowStart); elapsed >= measureWindow {
 		rate := float64(s.windowBeats) / elapsed.Seconds()
 		stale := now.Sub(s.satAt) > measureHorizon

@@ -45,15 +45,15 @@ func (c *Client) validateSessionMonitor(m *sessionMonitor, lease time.Duration) 
 	}
 	msg := ""
 	switch {
-	case m.safeTime <= c.heartbeatPeriod:
+	case m.safeTime <= c.cfg.heartbeatPeriod:
 		msg = "session monitor safeTime is not longer than the heartbeat period: the callback fires between two healthy heartbeats"
 	case m.safeTime >= lease:
 		msg = "session monitor safeTime is not shorter than the lease: the callback never fires, the lock is lost first"
 	default:
 		return nil
 	}
-	c.logger.LogAttrs(context.Background(), slog.LevelWarn, msg,
-		slogDuration("safeTime", m.safeTime), slogDuration("heartbeatPeriod", c.heartbeatPeriod), slogDuration("lease", lease))
+	c.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, msg,
+		slogDuration("safeTime", m.safeTime), slogDuration("heartbeatPeriod", c.cfg.heartbeatPeriod), slogDuration("lease", lease))
 	return nil
 }
 

@@ -49,7 +49,7 @@ func (e *GlobalTableError) Is(target error) bool { return target == ErrEventualG
 // multi-Region strong consistency, and tables without replicas, need no
 // option.
 func WithSingleWriterRegion() ClientOption {
-	return func(c *Client) { c.singleWriterRegion = true }
+	return func(c *Client) { c.cfg.singleWriterRegion = true }
 }
 
 // tableCheck is what a client learned of its table's replication, with one
@@ -87,13 +87,13 @@ func (c *Client) checkTable(ctx context.Context) error {
 		t.checked.Store(true)
 		return nil
 	}
-	out, err := c.describeTable(ctx, "the table check", c.tableName)
+	out, err := c.describeTable(ctx, "the table check", c.cfg.tableName)
 	var ae smithy.APIError
 	switch {
 	case err != nil && errors.As(err, &ae) && ae.ErrorCode() == "AccessDeniedException":
-		c.logger.LogAttrs(ctx, slog.LevelWarn,
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn,
 			"cannot DescribeTable the lock table: not checked for global-table replication (allow dynamodb:DescribeTable to check it)",
-			slog.String("table", c.tableName), slogErr(err))
+			slog.String("table", c.cfg.tableName), slogErr(err))
 		t.checked.Store(true)
 		return nil
 	case isNotFound(err):
@@ -110,7 +110,7 @@ func (c *Client) checkTable(ctx context.Context) error {
 // replicationRefused returns the error that refuses a table description d
 // for locks, or nil.
 func (c *Client) replicationRefused(d *types.TableDescription) error {
-	if d == nil || len(d.Replicas) == 0 || d.MultiRegionConsistency == types.MultiRegionConsistencyStrong || c.singleWriterRegion {
+	if d == nil || len(d.Replicas) == 0 || d.MultiRegionConsistency == types.MultiRegionConsistencyStrong || c.cfg.singleWriterRegion {
 		return nil
 	}
 	regions := make([]string, 0, len(d.Replicas))

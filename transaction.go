@@ -35,7 +35,7 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 	cond := l.guardCondition(b)
 	l.mu.Unlock()
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName:                           aws.String(c.tableName),
+		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 l.itemKey(),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            b.names,
@@ -122,7 +122,7 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	update := "SET #v = :v, " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(w.lease))) +
 		c.expirySets(b, w.sent, w.lease, w.rvn)
 	item := types.TransactWriteItem{Update: &types.Update{
-		TableName:                           aws.String(c.tableName),
+		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 l.itemKey(),
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),
@@ -167,12 +167,12 @@ func (l *Lock) mayBeCancelledHere(tce *types.TransactionCanceledException) bool 
 		if aws.ToString(r.Code) != "ConditionalCheckFailed" || len(r.Item) == 0 {
 			continue
 		}
-		pk, _ := r.Item[c.partitionKeyName].(*types.AttributeValueMemberS)
+		pk, _ := r.Item[c.cfg.partitionKeyName].(*types.AttributeValueMemberS)
 		if pk == nil || pk.Value != l.partitionKey {
 			continue
 		}
 		if l.sortKey != nil {
-			sk, _ := r.Item[c.sortKeyName].(*types.AttributeValueMemberS)
+			sk, _ := r.Item[c.cfg.sortKeyName].(*types.AttributeValueMemberS)
 			if sk == nil || sk.Value != *l.sortKey {
 				continue
 			}

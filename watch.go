@@ -63,7 +63,7 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 		return nil
 	}
 	now := a.c.now()
-	if v.rec, v.bad = a.c.schema.decodeItem(item); v.bad == nil && !v.rec.released {
+	if v.rec, v.bad = a.c.cfg.schema.decodeItem(item); v.bad == nil && !v.rec.released {
 		v.seen = a.c.observations.observe(w.regKey, v.rec.rvn, now)
 		if _, ours := a.attempts[v.rec.rvn]; !ours {
 			w.hands.observe(v.rec)
@@ -124,7 +124,7 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 		if wake.IsZero() || w.next.at.Before(wake) {
 			wake = w.next.at
 		}
-		if rec := w.v.rec; rec != nil && rec.owner == c.ownerName {
+		if rec := w.v.rec; rec != nil && rec.owner == c.cfg.ownerName {
 			if notify == nil {
 				notify = make(chan struct{}, 1)
 			}
