@@ -50,7 +50,7 @@ func (c *Client) acquireKey(ctx context.Context, key string, opts []AcquireLockO
 	}
 	a := c.newAcquisition(modeOne, o, []string{key}, quoteKey(key))
 	l, err := a.acquireOne(ctx)
-	c.metrics.acquired(ctx, err, time.Since(a.start))
+	c.metrics.acquired(ctx, err, c.since(a.start))
 	return l, err
 }
 
@@ -98,7 +98,7 @@ type attempt struct {
 }
 
 func (c *Client) newAcquisition(m mode, o *acquireLockOptions, keys []string, what string) *acquisition {
-	a := &acquisition{c: c, o: o, mode: m, what: what, start: time.Now(), attempts: make(map[string]attempt, 2)}
+	a := &acquisition{c: c, o: o, mode: m, what: what, start: c.now(), attempts: make(map[string]attempt, 2)}
 	for _, k := range keys {
 		w := &watch{key: k, sortKey: o.sortKey, regKey: registryKey(k, o.sortKey)}
 		if o.fair && m == modeOne {
@@ -153,7 +153,7 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 			}
 		}
 		// One bounded wait for both clean-ups, even when ctx has ended.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 		a.undo(cctx)
 		a.leaveQueues(cctx)
 		cancel()
@@ -171,7 +171,7 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 // loop sleeps until the earliest read any key is due, then reads the keys
 // that are due.
 func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
-	now := time.Now()
+	now := a.c.now()
 	for _, w := range a.watches {
 		w.next = a.fairly(w, decision{step: stepWrite}, now, time.Time{})
 	}
@@ -334,7 +334,7 @@ func (a *acquisition) slotsHeld() error {
 	for _, w := range a.watches {
 		changes += w.hands.changes
 	}
-	te := &TimeoutError{Age: time.Since(a.start)}
+	te := &TimeoutError{Age: a.c.since(a.start)}
 	if changes == 0 {
 		return notGranted(te, "%s: all %d slots stayed held by the same holders", a.what, len(a.watches))
 	}
@@ -361,13 +361,13 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 	c := a.c
 	w.dirty = false
 	v := &w.v
-	in := decideInput{view: v, now: time.Now(), start: a.start, key: w.key, owner: c.cfg.ownerName, attempts: a.attempts, o: a.o,
+	in := decideInput{view: v, now: a.c.now(), start: a.start, key: w.key, owner: c.cfg.ownerName, attempts: a.attempts, o: a.o,
 		deadline: a.deadlineFor(w), jitter: randomUpTo(a.o.refreshJitter), handsChanged: w.hands.changes}
 	if v.rec != nil {
 		in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
 		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
 			if l := c.here.held(w.regKey); l != nil {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+				cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 				a.leaveQueues(cctx) // WithFairness: this call's entry, if any, is not needed
 				cancel()
 				return l, nil // another acquisition here got it meanwhile
@@ -415,7 +415,7 @@ func (a *acquisition) failed(ctx context.Context, w *watch, err error) error {
 	if ctx.Err() != nil {
 		return notGranted(errors.Join(ctx.Err(), err), "%s: context done", a.what)
 	}
-	if a.o.failIfLocked || !(isTransient(err) || errors.Is(err, errTransactionConflict)) || unreachable(err, a.start) {
+	if a.o.failIfLocked || !(isTransient(err) || errors.Is(err, errTransactionConflict)) || unreachable(err, a.c.since(a.start)) {
 		var lng *LockNotGrantedError
 		if errors.As(err, &lng) {
 			return err

@@ -47,7 +47,7 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	// One instant for the stored expiry and this holder's lease, taken
 	// before the send: the holder's lease never ends later than what it
 	// wrote, nor later than any observer's.
-	sent := time.Now()
+	sent := a.c.now()
 	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, d.queue, sent)
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
 	a.attempts[rvn] = at
@@ -56,7 +56,7 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	out, err := a.updateItem(ctx, in)
 	if err == nil {
 		item := wrote.after(in.Key, out.Attributes)
-		if !time.Now().Before(sent.Add(at.lease)) {
+		if !a.c.now().Before(sent.Add(at.lease)) {
 			// The answer came after the lease it granted ran out (a pause):
 			// take the item anew rather than return a lock already lost.
 			return nil, a.learn(ctx, w, item, nil)
@@ -98,7 +98,7 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 	c := a.c
 	rvn := newRVN()
-	sent := time.Now() // one instant for the stored expiries and the locks' leases
+	sent := a.c.now() // one instant for the stored expiries and the locks' leases
 	items := make([]types.TransactWriteItem, len(a.watches))
 	for i, w := range a.watches {
 		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(w.key, w.sortKey, a.o, rvn, w.next.takeover, nil, sent))}
@@ -170,7 +170,7 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error) {
 	c, d, q := a.c, w.next, a.semFair
 	rvn := newRVN()
-	sent := time.Now()
+	sent := a.c.now()
 	in, _ := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent)
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
 	a.attempts[rvn] = at
@@ -188,7 +188,7 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 			}
 			return nil, err // undo releases the slot
 		}
-		if !time.Now().Before(sent.Add(at.lease)) {
+		if !a.c.now().Before(sent.Add(at.lease)) {
 			// The read-back ended after the lease the transaction granted
 			// ran out (a pause, slow reads): the lock is already lost, and
 			// another acquisition may take the slot over. Take it anew,

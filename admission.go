@@ -60,7 +60,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		demand, capacity, slack := s.load()
 		need := demand + float64(reserved)/reserveUnit + extra
 		if capacity == 0 || need <= c.cfg.heartbeatAdmission*capacity && slack >= admissionMargin {
-			if slot, gen, ok := s.takeAdmitSlot(time.Now()); ok {
+			if slot, gen, ok := s.takeAdmitSlot(c.now()); ok {
 				if !s.reserved.CompareAndSwap(reserved, reserved+units) {
 					s.freeAdmitSlot(slot, gen)
 					continue
@@ -68,7 +68,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 				return admission{s: s, units: units, slot: slot, gen: gen}, nil
 			}
 		}
-		now := time.Now()
+		now := c.now()
 		if !now.Before(deadline) {
 			if need <= c.cfg.heartbeatAdmission*capacity {
 				return admission{}, notGranted(fmt.Errorf("%w: the heartbeat that waited longest had %.0f%% of its lease left (at least %.0f%% needed)",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -49,7 +48,7 @@ func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord
 	if len(a.attempts) > 0 {
 		// Another slot's write whose answer was lost: release it again, so
 		// that this call holds one slot.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 		a.undo(cctx)
 		cancel()
 	}
@@ -57,7 +56,7 @@ func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord
 		return nil, err
 	}
 	c.here.forget(w.regKey)
-	l.log(slog.LevelInfo, "lock acquired", slogDuration("waited", time.Since(a.start)))
+	l.log(slog.LevelInfo, "lock acquired", slogDuration("waited", a.c.since(a.start)))
 	return l, nil
 }
 
@@ -83,7 +82,7 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 			locks[i].monitor = &own
 		}
 	}
-	if !time.Now().Before(at.sent.Add(at.lease)) {
+	if !a.c.now().Before(at.sent.Add(at.lease)) {
 		// The read-backs ended after the lease the transaction granted ran
 		// out (a pause, slow reads): another acquisition may have taken a
 		// key over since its read. Take the items anew rather than return
@@ -110,7 +109,7 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 		}
 		c.here.forget(l.regKey())
 	}
-	c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", time.Since(a.start)))
+	c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", a.c.since(a.start)))
 	return locks, nil
 }
 
@@ -132,7 +131,7 @@ func (a *acquisition) readBack(ctx context.Context, w *watch, rvn string) (*lock
 		if err := a.failed(ctx, w, err); err != nil {
 			return nil, err
 		}
-		if !time.Now().Before(a.deadlineFor(w)) {
+		if !a.c.now().Before(a.deadlineFor(w)) {
 			return nil, w.v.failed
 		}
 		if err := a.c.pause(ctx, a.o.refreshPeriod, nil, a.what); err != nil {

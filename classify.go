@@ -222,10 +222,10 @@ func (c *Client) endpointOf(err error) string {
 	return "the DynamoDB client's endpoint"
 }
 
-// unreachable reports whether an acquisition that started at start should
-// stop retrying err: it could not connect to DynamoDB, and the acquisition
-// has been going for unreachableWait or longer.
-func unreachable(err error, start time.Time) bool {
+// unreachable reports whether an acquisition that has been going for
+// waited should stop retrying err: it could not connect to DynamoDB, and
+// waited is unreachableWait or longer.
+func unreachable(err error, waited time.Duration) bool {
 	var ce *ConnectionError
-	return errors.As(err, &ce) && (ce.permanent() || time.Since(start) >= unreachableWait)
+	return errors.As(err, &ce) && (ce.permanent() || waited >= unreachableWait)
 }

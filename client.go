@@ -156,7 +156,7 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		rctx, cancel := c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 		_, _ = c.releaseLock(rctx, l, &releaseLockOptions{})
 		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
@@ -232,7 +232,7 @@ func (c *Client) readLock(ctx context.Context, key string, sk *string) (*Lock, e
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
 	}
-	return newReadOnlyLock(c, key, sk, rec, time.Now()), nil
+	return newReadOnlyLock(c, key, sk, rec, c.now()), nil
 }
 
 // HasLock reports whether this client holds the lock on key under sort key

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/arielsrv/dynamolock/v2/internal/clock"
 )
 
 // config is a client's configuration: the table and every [ClientOption]'s
@@ -33,8 +35,9 @@ type config struct {
 	ttlAttribute                 string
 	logger                       *slog.Logger
 	meterProvider                metric.MeterProvider
-	singleWriterRegion           bool   // WithSingleWriterRegion
-	schema                       schema // the item's key and TTL attribute names, from the fields above
+	singleWriterRegion           bool        // WithSingleWriterRegion
+	schema                       schema      // the item's key and TTL attribute names, from the fields above
+	clock                        clock.Clock // where the client reads time and waits (clock.go): clock.Real but in the simulation
 }
 
 // defaultConfig is the configuration of a client given no option.
@@ -47,6 +50,7 @@ func defaultConfig(tableName string) config {
 		heartbeatConcurrency: DefaultHeartbeatConcurrency,
 		heartbeatAdmission:   DefaultHeartbeatAdmission,
 		maxObservations:      DefaultMaxLockObservationCacheSize,
+		clock:                clock.Real,
 	}
 }
 

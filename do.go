@@ -38,7 +38,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	// Release even if fn panics, so a recovered panic leaks no lock.
 	defer func() {
 		stop()
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.cfg.leaseDuration, 5*time.Second))
+		rctx, rcancel := c.withTimeout(context.WithoutCancel(ctx), max(c.cfg.leaseDuration, 5*time.Second))
 		defer rcancel()
 		_, rerr := c.releaseLock(rctx, l, &releaseLockOptions{})
 		switch {

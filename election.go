@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 )
 
 // Errors of an [Election].
@@ -263,7 +262,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 		}()
 		var last Leader
 		have := false
-		t := time.NewTimer(0)
+		t := e.c.newTimer(0)
 		defer t.Stop()
 		for {
 			var lost <-chan struct{} // this Election's leadership ending
@@ -275,7 +274,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 				return
 			case <-e.c.closing:
 				return
-			case <-t.C:
+			case <-t.C():
 			case <-notify:
 			case <-lost:
 			}

@@ -109,10 +109,10 @@ func httpStatus(err error) int {
 // sent to (nil: never), and returns ctx.Err() when ctx ends first, or
 // ErrClientClosed when the client closes first.
 func (c *Client) sleep(ctx context.Context, d time.Duration, woken <-chan struct{}) error {
-	t := time.NewTimer(max(d, 0))
+	t := c.newTimer(max(d, 0))
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return nil
 	case <-woken:
 		return nil

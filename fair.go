@@ -298,7 +298,7 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 		f.ticket++ // below maxTicket: valid tickets are
 	}
 	f.beat = randomID()
-	f.beatAt = time.Now()
+	f.beatAt = a.c.now()
 	entry := &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
 		"t": attrN(f.ticket), "b": attrS(f.beat), "l": attrN(uint64(f.lease / time.Millisecond)),
 	}}

@@ -83,7 +83,7 @@ func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	l.mu.Lock()
-	left := time.Until(l.leaseEnd)
+	left := l.client.until(l.leaseEnd)
 	lease := l.leaseDuration
 	l.mu.Unlock()
 	if left >= d {
@@ -200,7 +200,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 	}
 	defer l.giveWrites()
 	for adopt := 0; ; adopt++ {
-		now := time.Now()
+		now := c.now()
 		if err := l.endErr(now); err != nil {
 			if errors.Is(err, ErrLeaseExpired) {
 				return l.lose(ErrLeaseExpired, nil)
@@ -252,7 +252,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			// Amazon's Java client's holdLockOnServiceUnavailable: assume the
 			// lock is still ours and extend the lease locally. Unsafe; see
 			// the option's documentation.
-			l.renewedLocally(time.Now())
+			l.renewedLocally(c.now())
 			l.log(slog.LevelWarn, "heartbeat got 503, keeping the lease locally", slogErr(err))
 			return nil
 		}
@@ -332,7 +332,7 @@ func ownerCondition(b *exprBuilder, owner string) string {
 // success that comes after the lease ran out by this host's clock does not
 // revive the lock: readers have been told it is lost.
 func (l *Lock) renewed(w *renewal) {
-	now := time.Now()
+	now := l.now()
 	l.mu.Lock()
 	if l.reasonLocked() != nil {
 		l.mu.Unlock()

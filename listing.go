@@ -95,7 +95,7 @@ func (c *Client) paginate(page func(start map[string]types.AttributeValue) (item
 }
 
 func (c *Client) yieldItems(items []map[string]types.AttributeValue, yield func(*Lock, error) bool) bool {
-	now := time.Now()
+	now := c.now()
 	for _, item := range items {
 		l, err := c.viewOf(item, now)
 		if !yield(l, err) {

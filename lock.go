@@ -278,9 +278,9 @@ func (l *Lock) IsExpired() bool {
 	if l.kind == lockView {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.leaseEnd.IsZero() || !time.Now().Before(l.leaseEnd)
+		return l.leaseEnd.IsZero() || !l.now().Before(l.leaseEnd)
 	}
-	return l.endErr(time.Now()) != nil
+	return l.endErr(l.now()) != nil
 }
 
 // Done returns a channel that is closed when the lock is released or lost.
@@ -294,7 +294,7 @@ func (l *Lock) Done() <-chan struct{} {
 		return closedChan
 	}
 	ctx := l.endContext()
-	if ctx.Err() == nil && l.lapsed(time.Now()) {
+	if ctx.Err() == nil && l.lapsed(l.now()) {
 		return closedChan
 	}
 	return ctx.Done()
@@ -331,7 +331,7 @@ func (l *Lock) Err() error {
 	if l == nil || l.kind != heldLock {
 		return ErrLockNotHeld
 	}
-	return l.endErr(time.Now())
+	return l.endErr(l.now())
 }
 
 // endErr is what every reader of a held lock answers: the recorded end, or
@@ -427,7 +427,7 @@ func (l *Lock) end(lost *LockLostError) bool {
 // that has already run out by this host's clock is always reported as
 // ErrLeaseExpired, which is what every reader has been answering since.
 func (l *Lock) lose(cause, err error) error {
-	if l.lapsed(time.Now()) {
+	if l.lapsed(l.now()) {
 		cause = ErrLeaseExpired
 	}
 	lost := l.lostError(cause, err)
@@ -444,7 +444,7 @@ func (l *Lock) lostError(cause, err error) *LockLostError {
 
 // held reports whether the lock is held and still within its lease.
 func (l *Lock) held() bool {
-	return l.kind == heldLock && l.endErr(time.Now()) == nil
+	return l.kind == heldLock && l.endErr(l.now()) == nil
 }
 
 // takeWrites waits for this lock's write turn until ctx ends. The turn is

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 )
 
 // MaxLocksPerAcquire is the most keys one [Client.AcquireLocks] takes:
@@ -78,7 +77,7 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 	sorted := slices.Sorted(slices.Values(keys))
 	a := c.newAcquisition(modeAll, o, sorted, fmt.Sprintf("keys %q", sorted))
 	got, err := a.admitThenRun(ctx)
-	c.metrics.acquired(ctx, err, time.Since(a.start))
+	c.metrics.acquired(ctx, err, c.since(a.start))
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -134,7 +133,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		l.setDataLocked(o.data)
 		l.mu.Unlock()
 	}
-	if l.lapsed(time.Now()) {
+	if l.lapsed(c.now()) {
 		// The item is free again, but readers have been told the lease ran
 		// out: the holder may have worked past it, which the caller must
 		// hear about.
@@ -164,7 +163,7 @@ func (c *Client) checkOwner(l *Lock) error {
 // only this release can have freed it. An item rewritten by another tool
 // (no higher token) is a loss.
 func (l *Lock) releasedBefore(item map[string]types.AttributeValue) bool {
-	if l.lapsed(time.Now()) {
+	if l.lapsed(l.now()) {
 		return false
 	}
 	if len(item) == 0 {

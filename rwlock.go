@@ -193,12 +193,12 @@ func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOp
 	l, err := a.run(ctx)
 	admitted.end(err == nil)
 	if err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		cctx, cancel := rw.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 		a.undo(cctx)
 		a.leave(cctx)
 		cancel()
 	}
-	c.metrics.acquired(ctx, err, time.Since(start))
+	c.metrics.acquired(ctx, err, rw.c.since(start))
 	return l, err
 }
 
@@ -245,7 +245,7 @@ type rwAcquisition struct {
 func (a *rwAcquisition) run(ctx context.Context) (*Lock, error) {
 	v := &rwView{}
 	for {
-		d := rwDecide(rwInput{view: v, seen: a.seen, now: time.Now(), start: a.start, name: a.rw.name, writer: a.writer,
+		d := rwDecide(rwInput{view: v, seen: a.seen, now: a.rw.c.now(), start: a.start, name: a.rw.name, writer: a.writer,
 			owner: a.rw.c.cfg.ownerName, id: a.id, ticket: a.ticket, renewAt: a.beatAt.Add(a.lease / 3), attempts: a.attempts,
 			deadline: a.deadline, failFast: a.o.failIfLocked, refresh: a.o.refreshPeriod - randomUpTo(a.o.refreshJitter),
 			maxReader: MaxReaders})
@@ -259,7 +259,7 @@ func (a *rwAcquisition) run(ctx context.Context) (*Lock, error) {
 		case rwJoin:
 			err = a.join(ctx, v)
 		case rwRead:
-			if err = a.rw.c.pause(ctx, time.Until(d.at), nil, "rwlock "+strconv.Quote(a.rw.name)); err == nil {
+			if err = a.rw.c.pause(ctx, a.rw.c.until(d.at), nil, "rwlock "+strconv.Quote(a.rw.name)); err == nil {
 				item, rerr := a.rw.c.getItem(ctx, a.rw.c.itemKeyOf(a.rw.name, a.o.sortKey))
 				err = a.learn(ctx, v, item, rerr)
 			}
@@ -281,7 +281,7 @@ func (a *rwAcquisition) learn(ctx context.Context, v *rwView, item map[string]ty
 		return a.failed(ctx, v, err)
 	}
 	*v = a.rw.c.decodeRWView(item)
-	a.seen.observe(v, time.Now())
+	a.seen.observe(v, a.rw.c.now())
 	if a.ticket != 0 && !v.absent && v.bad == nil {
 		// An entry of ours that is gone (dropped as dead by someone who
 		// did not see it renewed) is written again with the same ticket.
@@ -302,7 +302,7 @@ func (a *rwAcquisition) failed(ctx context.Context, v *rwView, err error) error 
 	if ctx.Err() != nil {
 		return notGranted(errors.Join(ctx.Err(), err), "rwlock %q: context done", a.rw.name)
 	}
-	if a.o.failIfLocked || !isTransient(err) || unreachable(err, a.start) {
+	if a.o.failIfLocked || !isTransient(err) || unreachable(err, a.rw.c.since(a.start)) {
 		var lng *LockNotGrantedError
 		if errors.As(err, &lng) {
 			return err
@@ -333,7 +333,7 @@ func (a *rwAcquisition) answer(ctx context.Context, v *rwView, err error) error 
 // slot. It returns the lock, or updates v with what the answer showed.
 func (a *rwAcquisition) grant(ctx context.Context, d rwDecision, v *rwView) (*Lock, error) {
 	c := a.rw.c
-	sent := time.Now()
+	sent := a.rw.c.now()
 	var in *dynamodb.UpdateItemInput
 	var wrote *acquiredItem
 	var beat string
@@ -355,7 +355,7 @@ func (a *rwAcquisition) grant(ctx context.Context, d rwDecision, v *rwView) (*Lo
 		if a.writer {
 			item = wrote.after(in.Key, out.Attributes)
 		}
-		if !time.Now().Before(sent.Add(at.lease)) {
+		if !a.rw.c.now().Before(sent.Add(at.lease)) {
 			// The answer came after the lease it granted ran out (a pause).
 			return nil, a.learn(ctx, v, item, nil)
 		}
@@ -412,6 +412,6 @@ func (a *rwAcquisition) adoptItem(ctx context.Context, item map[string]types.Att
 	if err != nil {
 		return nil, err
 	}
-	l.log(slog.LevelInfo, "read lock acquired", slogDuration("waited", time.Since(a.start)))
+	l.log(slog.LevelInfo, "read lock acquired", slogDuration("waited", a.rw.c.since(a.start)))
 	return l, nil
 }

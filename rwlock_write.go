@@ -177,7 +177,7 @@ func (a *rwAcquisition) join(ctx context.Context, v *rwView) error {
 		}
 		a.ticket++
 	}
-	a.beatAt = time.Now()
+	a.beatAt = a.rw.c.now()
 	entry := map[string]types.AttributeValue{
 		"t": attrN(a.ticket), "b": attrS(randomID()), "l": attrN(uint64(a.lease / time.Millisecond)),
 	}

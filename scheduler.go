@@ -99,7 +99,7 @@ func newScheduler(c *Client) *scheduler {
 		slots:      c.cfg.heartbeatConcurrency,
 		admitUntil: make([]int64, max(1, c.cfg.heartbeatConcurrency/4)),
 		admitGen:   make([]uint64, max(1, c.cfg.heartbeatConcurrency/4)),
-		epoch:      time.Now(),
+		epoch:      c.now(),
 		meter:      newCapacityMeter(c.cfg.heartbeatConcurrency),
 	}
 	s.slackBits.Store(math.Float64bits(math.Inf(1)))
@@ -176,14 +176,14 @@ func (s *scheduler) runCallback(f func()) {
 
 func (s *scheduler) loop() {
 	defer close(s.stopped)
-	timer := time.NewTimer(time.Hour)
+	timer := s.c.newTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
 		pending, unreserved := s.pending, s.unreserved
 		s.pending, s.unreserved = nil, 0
 		s.mu.Unlock()
-		now := time.Now()
+		now := s.c.now()
 		for _, l := range pending {
 			s.update(l, now)
 		}
@@ -204,10 +204,10 @@ func (s *scheduler) loop() {
 		case <-s.ctx.Done():
 			return
 		case <-s.kick:
-		case <-timer.C:
+		case <-timer.C():
 		case r := <-s.done:
 			s.slots++
-			s.finished(r, time.Now())
+			s.finished(r, s.c.now())
 		}
 	}
 }
@@ -411,12 +411,12 @@ func (s *scheduler) beat(l *Lock) beatResult {
 	l.mu.Lock()
 	end := l.leaseEnd
 	l.mu.Unlock()
-	ctx, cancel := context.WithDeadline(s.ctx, end)
-	start := time.Now()
+	ctx, cancel := s.c.withDeadline(s.ctx, end)
+	start := s.c.now()
 	err := s.c.heartbeatOnce(ctx, l, &sendHeartbeatOptions{}, true)
 	r := beatResult{l: l, failed: err != nil && l.ended() == nil}
 	if err == nil {
-		r.rtt = time.Since(start)
+		r.rtt = s.c.since(start)
 	}
 	cancel()
 	return r

@@ -3,7 +3,6 @@ package dynamolock
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
@@ -119,7 +118,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lo
 		a.semFair.fair = newFairState(o)
 	}
 	locks, err := a.admitThenRun(ctx)
-	c.metrics.acquired(ctx, err, time.Since(a.start))
+	c.metrics.acquired(ctx, err, s.c.since(a.start))
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func (l *Lock) IsAlmostExpired() (bool, error) {
 	if monitor == nil {
 		return false, ErrSessionMonitorNotSet
 	}
-	now := time.Now()
+	now := l.now()
 	if l.kind != heldLock || l.endErr(now) != nil {
 		return false, ErrLockAlreadyReleased
 	}

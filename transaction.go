@@ -107,7 +107,7 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 		}
 	}
 	l.renewal.built++
-	w := &renewal{seq: l.renewal.built, rvn: newRVN(), sent: time.Now(), lease: l.leaseDuration}
+	w := &renewal{seq: l.renewal.built, rvn: newRVN(), sent: l.now(), lease: l.leaseDuration}
 	// Heartbeats whose answer was lost may have moved the RVN: accept them.
 	cond := l.conditionLocked(b, w.rvn)
 	if l.fencingToken > 0 {
@@ -190,7 +190,7 @@ func (l *Lock) mayBeCancelledHere(tce *types.TransactionCanceledException) bool 
 // heartbeat will.
 func (l *Lock) checkStillOurs() {
 	c := l.client
-	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	ctx, cancel := c.withTimeout(context.Background(), checkTimeout)
 	defer cancel()
 	item, err := c.getItem(ctx, l.itemKey())
 	if err != nil {

@@ -62,7 +62,7 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 	if v.absent {
 		return nil
 	}
-	now := time.Now()
+	now := a.c.now()
 	if v.rec, v.bad = a.c.cfg.schema.decodeItem(item); v.bad == nil && !v.rec.released {
 		v.seen = a.c.here.observe(w.regKey, v.rec.rvn, now)
 		if _, ours := a.attempts[v.rec.rvn]; !ours {
@@ -151,16 +151,16 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 		return due, nil
 	}
 	if wake.IsZero() {
-		wake = time.Now().Add(a.o.refreshPeriod) // no key waits for a read: not reached
+		wake = a.c.now().Add(a.o.refreshPeriod) // no key waits for a read: not reached
 	}
 	var woken <-chan struct{}
 	if notify != nil {
 		woken = notify
 	}
-	if err := c.pause(ctx, time.Until(wake), woken, a.what); err != nil {
+	if err := c.pause(ctx, a.c.until(wake), woken, a.what); err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := a.c.now()
 	for _, x := range chans {
 		select {
 		case <-x.ch:

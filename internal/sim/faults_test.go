@@ -51,6 +51,7 @@ type faultyDB struct {
 	r       *rand.Rand
 	stall   time.Time // every call waits until then (a stalled client)
 	tokens  int
+	clock   *simClock // the client's own clock (-sim.clocks), nil: the bubble's
 }
 
 func (f *faultyDB) roll(p float64) bool {
@@ -133,6 +134,10 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 	// returning its answer.
 	key := f.name + " " + op + " " + reqKey(in)
 	f.w.step("send " + key)
+	// A paused process neither sends nor hears an answer until it resumes
+	// (after a step: see simClock.resume).
+	f.clock.resume()
+	defer f.clock.resume()
 	healed := f.w.healed.Load()
 	mctx := context.WithValue(context.WithoutCancel(ctx), callerKey{}, f.name)
 	if id, ok := ctx.Value(acquireCallKey{}).(int); ok {

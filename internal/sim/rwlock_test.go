@@ -186,7 +186,7 @@ type rwArrival struct {
 
 // faulty reports whether this client's requests may be lost, repeated,
 // refused or delayed.
-func (f *faultyDB) faulty() bool { return f.prof != faultProfile{} }
+func (f *faultyDB) faulty() bool { return f.prof != faultProfile{} || f.clock != nil }
 
 // rwJoinSlack bounds how long after its call started a fault-free writer
 // is in the queue: calls that started later are behind it.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,7 +147,7 @@ func runSeed(t *testing.T, seed uint64, tot *totals) bool {
 // flag that changes what a seed does, and writes its whole trace.
 func replayCommand(seed uint64) string {
 	args := []string{"go test ./internal/sim -run '^TestSimulation$'", fmt.Sprintf("-sim.seed=%d", seed)}
-	for _, name := range []string{"sim.duration", "sim.avoid", "sim.delayall", "sim.faults"} {
+	for _, name := range []string{"sim.duration", "sim.avoid", "sim.delayall", "sim.faults", "sim.clocks", "sim.clockrate", "sim.clockbreak"} {
 		if f := flag.Lookup(name); f.Value.String() != f.DefValue {
 			args = append(args, fmt.Sprintf("-%s=%q", name, f.Value.String()))
 		}
@@ -206,6 +207,7 @@ type world struct {
 	rwLog         []rwRec                    // granted RWLock calls (invariant 12)
 	rwCalls       map[*int]time.Time         // RWLock calls in flight, by when they started
 	rwBeats       map[string]rwBeat          // the RWLock queue's beats (rwHook)
+	clocks        clockPlan                  // -sim.clocks (clock_test.go)
 
 	// Exact replay (replay_test.go).
 	randMu  sync.Mutex
@@ -238,6 +240,10 @@ type simClient struct {
 	// reentrant serialises this client's reentrant acquisitions (unless
 	// -sim.delayall): the library holds a sync.Mutex across their wait.
 	reentrant chan struct{}
+	// clock: the host's own clock (-sim.clocks; nil: the bubble's), kept
+	// by the client that replaces this one after a Close.
+	clock     *simClock
+	skewBound time.Duration // WithClockSkewBound, 0: none
 }
 
 func simulate(seed uint64, dur time.Duration) *world {
@@ -290,6 +296,10 @@ func simulate(seed uint64, dur time.Duration) *world {
 		w.slots = append(w.slots, cl)
 		setup = append(setup, cl.name+": "+cl.desc)
 	}
+	setup = append(setup, w.planClocks(dur)...)
+	for _, cl := range w.slots {
+		cl.start(w, cl.name)
+	}
 	w.setup = strings.Join(setup, "\n  ")
 
 	deadline := w.start.Add(dur)
@@ -302,6 +312,9 @@ func simulate(seed uint64, dur time.Duration) *world {
 	}
 	w.rwActors(&actors, deadline)
 	actors.Go(func() { w.chaos(rand.New(rand.NewPCG(seed, 7)), deadline, stalls, closes, foreign) })
+	if w.clocks.pauses {
+		actors.Go(func() { w.pauser(rand.New(rand.NewPCG(seed, 0xc10c01)), deadline) })
+	}
 	actors.Wait()
 
 	// Heal the network, close every client, and check liveness.
@@ -368,7 +381,8 @@ func newSimClient(w *world, r *rand.Rand, name string, skew bool) *simClient {
 		cl.opts = append(cl.opts, dynamolock.WithHeartbeatPeriod(cl.hb))
 	}
 	if skew && r.IntN(3) > 0 {
-		cl.opts = append(cl.opts, dynamolock.WithClockSkewBound(time.Duration(r.IntN(200))*time.Millisecond+time.Millisecond))
+		cl.skewBound = time.Duration(r.IntN(200))*time.Millisecond + time.Millisecond
+		cl.opts = append(cl.opts, dynamolock.WithClockSkewBound(cl.skewBound))
 	}
 	var p faultProfile
 	if r.IntN(4) > 0 {
@@ -395,18 +409,23 @@ func newSimClient(w *world, r *rand.Rand, name string, skew bool) *simClient {
 		cl.desc = fmt.Sprintf("lease %s, heartbeat %s, faults: %s", cl.lease, cl.hb, p)
 	}
 	cl.db = &faultyDB{w: w, model: w.model, prof: p, attempt: ap, r: rand.New(rand.NewPCG(r.Uint64(), 1))}
-	cl.start(w, name)
 	return cl
 }
 
+// start creates the client's dynamolock.Client.
 func (cl *simClient) start(w *world, name string) {
 	cl.name = name
 	cl.db.name = name
+	cl.db.clock = cl.clock
 	cl.api = cl.db
 	if cl.db.attempt.attempts > 0 {
 		cl.api = cl.db.sdkClient()
 	}
-	c, err := dynamolock.New(cl.api, w.lockTable, append(cl.opts, dynamolock.WithOwnerName(name))...)
+	opts := append(slices.Clone(cl.opts), dynamolock.WithOwnerName(name))
+	if cl.clock != nil {
+		opts = append(opts, clockOption(cl.clock))
+	}
+	c, err := dynamolock.New(cl.api, w.lockTable, opts...)
 	if err != nil {
 		panic(err)
 	}
@@ -448,6 +467,7 @@ func (w *world) closeSlot(slot int, restart bool) {
 	}
 	if restart {
 		next := &simClient{lease: cl.lease, hb: cl.hb, opts: cl.opts, desc: cl.desc, reentrantOnly: cl.reentrantOnly,
+			clock: cl.clock, skewBound: cl.skewBound,
 			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof, attempt: cl.db.attempt}}
 		cl.db.mu.Lock()
 		next.db.r = rand.New(rand.NewPCG(cl.db.r.Uint64(), 2))
@@ -471,6 +491,13 @@ func (w *world) track(cl *simClient, l *dynamolock.Lock, how string) {
 		w.tracef("%s %s %s: the same lock again (token %d)", cl.name, how, l.PartitionKey(), l.FencingToken())
 		return
 	}
+	// Invariant 13: an acquisition never returns a lock already lost. The
+	// call returns at the instant checked here (virtual time stands still
+	// while this goroutine runs), so a lost lock was lost before the
+	// caller got it: it must have kept trying or failed instead.
+	if err := l.Err(); err != nil && !errors.Is(err, dynamolock.ErrLockAlreadyReleased) {
+		w.violate(13, "%s %s %s returned a lock already lost (token %d, lease %s, lease end %s): %v", cl.name, how, l.PartitionKey(), l.FencingToken(), l.LeaseDuration(), l.Expiration().Sub(w.start).Round(time.Millisecond), err)
+	}
 	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(), token: l.FencingToken(), client: cl}
 	w.tracked[l] = tr
 	w.tracef("%s %s %s: granted, token %d rvn %.8s lease %s", cl.name, how, tr.pk, tr.token, l.RecordVersionNumber(), l.LeaseDuration())
@@ -485,6 +512,7 @@ func (w *world) actor(slot, a int, r *rand.Rand, deadline time.Time) {
 	// order the seed does not fix (replay_test.go).
 	time.Sleep(time.Duration(r.Int64N(int64(10 * time.Millisecond))))
 	for time.Now().Before(deadline) {
+		w.client(slot).clock.resume() // a paused process calls nothing
 		w.step(fmt.Sprintf("actor %d.%d", slot, a))
 		cl := w.client(slot)
 		key := w.keys[r.IntN(len(w.keys))]
@@ -638,6 +666,10 @@ func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 			err := cl.c.SendHeartbeat(l, opts...)
 			w.note("%s SendHeartbeat %s (%s): %v", cl.name, l.PartitionKey(), strings.Join(desc, ", "), err)
 		case 1:
+			if w.clocks.unfenced && r.IntN(2) == 0 {
+				w.unfencedWrite(cl, r, l)
+				break
+			}
 			if r.IntN(6) == 0 && !avoid("refresh-burst") {
 				w.refreshBurst(cl, r, l)
 				break
@@ -675,6 +707,7 @@ func (w *world) guardedWrite(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 		if r.IntN(2) == 0 {
 			items[0], items[1] = items[1], items[0]
 		}
+		w.maybePause(cl, r)
 		_, err := cl.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		w.note("%s guarded write on %s (token %d): %v", cl.name, l.PartitionKey(), l.FencingToken(), errOrOK(err))
 		return
@@ -684,6 +717,7 @@ func (w *world) guardedWrite(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 	if r.IntN(2) == 0 {
 		items[0], items[1] = items[1], items[0]
 	}
+	w.maybePause(cl, r)
 	_, err := record(cl.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}))
 	w.note("%s guarded write with refresh on %s (token %d): %v; lock err now %v", cl.name, l.PartitionKey(), l.FencingToken(), errOrOK(err), l.Err())
 }

@@ -134,6 +134,8 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	attempt, _, _ := strings.Cut(strings.TrimPrefix(req.Header.Get("Amz-Sdk-Request"), "attempt="), ";")
 	key := f.name + " " + op + " " + reqKey(in) + " attempt " + attempt
 	f.w.step("send " + key)
+	f.clock.resume() // a paused process neither sends nor hears an answer
+	defer f.clock.resume()
 	f.noteUndo(ctx, in)
 	healed := f.w.healed.Load()
 	p := f.attempt

@@ -1,0 +1,43 @@
+package dynamolock
+
+import (
+	"context"
+	"time"
+
+	"github.com/arielsrv/dynamolock/v2/internal/clock"
+)
+
+// The client reads time and waits only through the methods below, on its
+// clock (clock.Real unless the simulation gave it another): this file is the
+// library's one time seam, and TestTimeHasOneSeam keeps it so.
+
+func init() {
+	clock.ClientOption = func(k clock.Clock) any {
+		return ClientOption(func(c *Client) { c.cfg.clock = k })
+	}
+}
+
+// now returns the current time by the client's clock.
+func (c *Client) now() time.Time { return c.cfg.clock.Now() }
+
+// since returns the time passed since t by the client's clock.
+func (c *Client) since(t time.Time) time.Duration { return c.cfg.clock.Now().Sub(t) }
+
+// until returns the time left until t by the client's clock.
+func (c *Client) until(t time.Time) time.Duration { return t.Sub(c.cfg.clock.Now()) }
+
+// newTimer returns a timer of the client's clock.
+func (c *Client) newTimer(d time.Duration) clock.Timer { return c.cfg.clock.NewTimer(d) }
+
+// withTimeout is context.WithTimeout on the client's clock.
+func (c *Client) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return c.cfg.clock.WithDeadline(ctx, c.cfg.clock.Now().Add(d))
+}
+
+// withDeadline is context.WithDeadline on the client's clock.
+func (c *Client) withDeadline(ctx context.Context, t time.Time) (context.Context, context.CancelFunc) {
+	return c.cfg.clock.WithDeadline(ctx, t)
+}
+
+// now returns the current time by the clock of the lock's client.
+func (l *Lock) now() time.Time { return l.client.now() }
