@@ -342,7 +342,7 @@ func (l *Lock) renewed(w *renewal) {
 	if r := &l.renewal; w.seq > r.applied {
 		r.applied = w.seq
 		l.rvn = w.rvn
-		l.lookupTime = w.sent
+		l.sentAt = w.sent
 		l.leaseDuration = w.lease
 		l.leaseEnd = w.sent.Add(w.lease)
 		// Writes built before w can no longer land (their conditions name
@@ -373,10 +373,13 @@ func (l *Lock) renewed(w *renewal) {
 	l.client.sched.notify(l)
 }
 
+// renewedLocally counts the lease anew from now without a write that
+// landed (WithHoldLockOnServiceUnavailable, on a 503): sentAt becomes now,
+// as if a renewal had been sent then.
 func (l *Lock) renewedLocally(now time.Time) {
 	l.mu.Lock()
 	if l.reasonLocked() == nil {
-		l.lookupTime = now
+		l.sentAt = now
 		l.leaseEnd = now.Add(l.leaseDuration)
 	}
 	l.mu.Unlock()
