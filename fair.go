@@ -425,7 +425,7 @@ func (q *queueWrite) onItem(c *Client, key map[string]types.AttributeValue) type
 	}}
 }
 
-// queueExpr adds q's condition and removals to an acquiring write's
+// expr adds q's condition and removals to an acquiring write's
 // expressions.
 func (q *queueWrite) expr(b *exprBuilder, cond, remove string) (string, string) {
 	name := b.name("#q", attrFairQueue)
