@@ -316,11 +316,12 @@ func (s *scheduler) dispatch(now time.Time) {
 			s.update(l, now)
 			continue
 		}
-		if len(s.ready) > 0 && s.meter.rtt > 0 && left < 2*s.meter.rtt {
-			// Overloaded (others wait too): this beat could not land before
-			// the lease ends.
-			// Sending it would only take capacity from locks that can
-			// still be saved, so the lock is declared lost now.
+		if len(s.ready) >= s.slots && s.meter.rtt > 0 && left < 2*s.meter.rtt {
+			// Overloaded (more locks wait than the workers left once this
+			// one takes a slot) and this beat could not land before the
+			// lease ends: sending it would only take a worker from locks
+			// that can still be saved, so the lock is declared lost now.
+			// With a worker free for every waiting lock, each is sent.
 			l.lose(ErrLeaseExpired, nil)
 			s.update(l, now)
 			continue
