@@ -77,7 +77,7 @@ type acquisition struct {
 	deadline time.Time
 	watches  []*watch
 	// attempts holds every write this call sent, by the RVN it wrote, so
-	// that a write whose answer was lost is recognised (and adopted) when
+	// that a write whose answer was lost is recognised (and claimed) when
 	// a later answer shows it, and released again (undo) if the call gives
 	// up.
 	attempts map[string]attempt
@@ -176,7 +176,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 		w.next = a.fairly(w, decision{step: stepWrite}, now, time.Time{})
 	}
 	for {
-		// Steps that need no wait: fail, adopt, join the fair queue.
+		// Steps that need no wait: fail, claim, join the fair queue.
 		for _, w := range a.watches {
 			switch w.next.step {
 			case stepFail:
@@ -189,11 +189,11 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 						return nil, a.slotsHeld()
 					}
 				}
-			case stepAdopt:
-				if locks, err := a.adopt(ctx, w, a.attempts[w.v.rec.rvn]); locks != nil || err != nil {
+			case stepClaim:
+				if locks, err := a.claim(ctx, w, a.attempts[w.v.rec.rvn]); locks != nil || err != nil {
 					return locks, err
 				}
-				if l, err := a.decideAll(ctx); l != nil || err != nil { // adopted too late: decided anew
+				if l, err := a.decideAll(ctx); l != nil || err != nil { // claimed too late: decided anew
 					return one(l, err)
 				}
 			case stepJoin:
@@ -305,7 +305,7 @@ func (a *acquisition) allOut() bool {
 func (a *acquisition) pending() bool {
 	for _, w := range a.watches {
 		switch w.next.step {
-		case stepAdopt, stepJoin:
+		case stepClaim, stepJoin:
 			return true
 		case stepFail:
 			if !w.out {

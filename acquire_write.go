@@ -61,7 +61,7 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 			// take the item anew rather than return a lock already lost.
 			return nil, a.learn(ctx, w, item, nil)
 		}
-		l, err := a.adoptItem(ctx, w, item, at)
+		l, err := a.holdItem(ctx, w, item, at)
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +108,7 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 	c.here.sending(rvn)
 	err := a.transactWriteItems(ctx, items)
 	if err == nil {
-		return a.adoptAll(ctx, rvn, at)
+		return a.holdAll(ctx, rvn, at)
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) || len(tce.CancellationReasons) != len(a.watches) {
@@ -196,7 +196,7 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 			w.forget()
 			return nil, nil
 		}
-		l, err := a.adoptRecord(ctx, w, rec, at)
+		l, err := a.holdRecord(ctx, w, rec, at)
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,7 @@ import (
 //
 //   - the registry: the locks the client holds, by registry key;
 //   - in flight: the RVNs of acquiring writes sent and not yet settled
-//     (answered, adopted, undone or given up);
+//     (answered, held, undone or given up);
 //   - wake-ups: acquisitions waiting for a key this client holds learn at
 //     once that the lock ended here, instead of at their next poll (other
 //     processes still poll, and the woken waiter still has to win the same

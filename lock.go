@@ -44,8 +44,8 @@ type Lock struct {
 	released      bool // part of the record of the lock's end, with lost
 	ownerName     string
 	rvn           string    // the RVN this holder last knew to be in the item
-	lookupTime    time.Time // when the write that set rvn was first sent
-	leaseEnd      time.Time // when this holder's lease ends by its own clock (see bound)
+	sentAt        time.Time // when the write that set rvn was first sent (see renewedLocally)
+	leaseEnd      time.Time // when this holder's lease ends by its own clock (see Expiration)
 	leaseDuration time.Duration
 	fencingToken  uint64
 	monitor       *sessionMonitor
@@ -118,7 +118,7 @@ func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Ti
 		sortKey:       sortKey,
 		ownerName:     owner,
 		rvn:           rec.rvn,
-		lookupTime:    at,
+		sentAt:        at,
 		leaseDuration: rec.lease,
 		fencingToken:  rec.fencingToken,
 		itemReleased:  rec.released,

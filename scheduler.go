@@ -222,10 +222,10 @@ func (s *scheduler) update(l *Lock, now time.Time) {
 	e := &l.sched
 	l.mu.Lock()
 	ended := l.reasonLocked() != nil
-	lookup, leaseEnd, lease := l.lookupTime, l.leaseEnd, l.leaseDuration
+	sent, leaseEnd, lease := l.sentAt, l.leaseEnd, l.leaseDuration
 	var monitorAt time.Time
 	if m := l.monitor; m != nil && !m.fired {
-		monitorAt = lookup.Add(m.safeTime)
+		monitorAt = sent.Add(m.safeTime)
 	}
 	l.mu.Unlock()
 	if ended {
@@ -240,7 +240,7 @@ func (s *scheduler) update(l *Lock, now time.Time) {
 	if !monitorAt.IsZero() {
 		wake = min(wake, s.at(monitorAt))
 	}
-	if t, ok := s.beatTime(e, lookup); ok {
+	if t, ok := s.beatTime(e, sent); ok {
 		wake = min(wake, t)
 	}
 	e.wake = wake
@@ -272,10 +272,10 @@ func (s *scheduler) fire(l *Lock, now time.Time) {
 	l.mu.Lock()
 	ended := l.reasonLocked() != nil
 	expired := !now.Before(l.leaseEnd)
-	beatAt, beats := s.beatTime(e, l.lookupTime)
+	beatAt, beats := s.beatTime(e, l.sentAt)
 	beatDue := beats && s.at(now) >= beatAt
 	var callback func()
-	if m := l.monitor; !ended && !expired && m != nil && !m.fired && !now.Before(l.lookupTime.Add(m.safeTime)) {
+	if m := l.monitor; !ended && !expired && m != nil && !m.fired && !now.Before(l.sentAt.Add(m.safeTime)) {
 		m.fired = true
 		callback = m.callback
 	}
@@ -309,7 +309,7 @@ func (s *scheduler) dispatch(now time.Time) {
 		e.queued = false
 		l.mu.Lock()
 		ended := l.reasonLocked() != nil
-		due := l.lookupTime.Add(s.c.cfg.heartbeatPeriod)
+		due := l.sentAt.Add(s.c.cfg.heartbeatPeriod)
 		left := l.leaseEnd.Sub(now)
 		l.mu.Unlock()
 		if ended {
@@ -357,14 +357,14 @@ func (s *scheduler) dispatch(now time.Time) {
 
 // beatTime is when e's next heartbeat is due, if one should be scheduled:
 // one period after its last renewal, or at the retry time after a failure.
-func (s *scheduler) beatTime(e *schedEntry, lookup time.Time) (int64, bool) {
+func (s *scheduler) beatTime(e *schedEntry, sent time.Time) (int64, bool) {
 	if s.c.cfg.heartbeatPeriod <= 0 || e.beating || e.queued {
 		return 0, false
 	}
 	if e.retryAt != 0 {
 		return e.retryAt, true
 	}
-	return s.at(lookup.Add(s.c.cfg.heartbeatPeriod)), true
+	return s.at(sent.Add(s.c.cfg.heartbeatPeriod)), true
 }
 
 // finished records a beat's outcome. A failed beat (network, throttling,

@@ -9,33 +9,34 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// adopt turns the write of this call that w's item shows into held, registered
-// locks: w's own item, or, for a transaction, every key's, read back.
-func (a *acquisition) adopt(ctx context.Context, w *watch, at attempt) ([]*Lock, error) {
+// claim takes as granted a write of this call whose answer was lost, once
+// w's item shows it: w's own item becomes a held, registered lock, or, for
+// a transaction, every key's item, read back.
+func (a *acquisition) claim(ctx context.Context, w *watch, at attempt) ([]*Lock, error) {
 	if a.mode == modeAll {
-		return a.adoptAll(ctx, w.v.rec.rvn, at)
+		return a.holdAll(ctx, w.v.rec.rvn, at)
 	}
-	l, err := a.adoptItem(ctx, w, w.v.raw, at)
+	l, err := a.holdItem(ctx, w, w.v.raw, at)
 	if err != nil {
 		return nil, err
 	}
 	return []*Lock{l}, nil
 }
 
-// adoptItem turns an item this call wrote into a held, registered lock.
+// holdItem turns an item this call wrote into a held, registered lock.
 // An item that landed but cannot be decoded is released again (undo):
 // nobody could use it. Writes of this call on other keys (a semaphore's
 // slots) that may have landed are released again.
-func (a *acquisition) adoptItem(ctx context.Context, w *watch, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
+func (a *acquisition) holdItem(ctx context.Context, w *watch, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
 	rec, err := a.c.cfg.schema.decodeItem(item)
 	if err != nil {
 		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; it is released again", w.key)
 	}
-	return a.adoptRecord(ctx, w, rec, at)
+	return a.holdRecord(ctx, w, rec, at)
 }
 
-// adoptRecord is adoptItem for the item rec decoded.
-func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
+// holdRecord is holdItem for the item rec decoded.
+func (a *acquisition) holdRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
 	c := a.c
 	l := a.newLock(w, rec, at)
 	err := c.register(ctx, l) // then its RVNs settle (see here, rule 1)
@@ -60,11 +61,11 @@ func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord
 	return l, nil
 }
 
-// adoptAll reads back every key a committed transaction wrote (its RVN
+// holdAll reads back every key a committed transaction wrote (its RVN
 // rvn) and registers the locks. The reads give each lock its fencing token
 // and the item's data and attributes. If they fail, the call gives up and
 // undo releases every key.
-func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*Lock, error) {
+func (a *acquisition) holdAll(ctx context.Context, rvn string, at attempt) ([]*Lock, error) {
 	c := a.c
 	locks := make([]*Lock, len(a.watches))
 	for i, w := range a.watches {
