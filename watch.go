@@ -106,7 +106,8 @@ var noSameProcessHandover bool
 //
 // While a key's item is held by this client, or written by one of its
 // acquisitions still waiting for the answer, a release or loss of that
-// lock here ends the wait at once (same-process hand-over). When the item
+// lock here ends the wait at once (same-process hand-over; of the plain
+// waiters, only the one that watched longest: see here.wake). When the item
 // names this client's owner but neither holds: if a lock ended here since
 // the call that showed it, that may have been it, so that key is due at
 // once; otherwise the holder is another client with the same owner name,
