@@ -62,8 +62,8 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 			return nil, a.learn(ctx, w, item, nil)
 		}
 		l, err := a.holdItem(ctx, w, item, at)
-		if err != nil {
-			return nil, err
+		if l == nil || err != nil {
+			return nil, err // no lock: lost before it could be returned; decided anew
 		}
 		return []*Lock{l}, nil
 	}
@@ -197,8 +197,8 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 			return nil, nil
 		}
 		l, err := a.holdRecord(ctx, w, rec, at)
-		if err != nil {
-			return nil, err
+		if l == nil || err != nil {
+			return nil, err // no lock: lost before it could be returned; decided anew
 		}
 		return []*Lock{l}, nil
 	}

@@ -16,8 +16,9 @@ type capacityMeter struct {
 	workers int // WithHeartbeatConcurrency
 
 	// Published (float64 bits; nanoseconds).
-	capacityBits atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
-	rttNanos     atomic.Int64  // the moving average of beats' round trips
+	capacityBits  atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
+	rttNanos      atomic.Int64  // the moving average of beats' round trips
+	riseFromNanos atomic.Int64  // Unix ns from which a stale saturated rate rises (see capacityAt); 0: it does not
 
 	// Owned by the scheduler's loop goroutine.
 	rtt time.Duration // moving average of successful beats' round trips
@@ -54,6 +55,33 @@ func (m *capacityMeter) idle() { m.windowIdle = true }
 // capacity is the renewal rate per second the workers sustain, as last
 // measured; 0 before the first successful beat.
 func (m *capacityMeter) capacity() float64 { return math.Float64frombits(m.capacityBits.Load()) }
+
+// capacityAt is capacity as of now: a stale saturated rate keeps rising by
+// a quarter for every whole window that passed since the last beat ended
+// (up to workers / round trip). A window in which no beat ended had a free
+// worker: without this, a client that holds nothing sends no beat, no
+// window closes, and a rate measured in one slow moment would keep every
+// acquisition out for good (issue 21, invariant 14 of the simulation).
+func (m *capacityMeter) capacityAt(now time.Time) float64 {
+	c := m.capacity()
+	from := m.riseFromNanos.Load()
+	rtt := m.roundTrip()
+	if c == 0 || from == 0 || rtt <= 0 {
+		return c
+	}
+	k := (now.UnixNano() - from) / int64(measureWindow)
+	if k <= 0 {
+		return c
+	}
+	return rise(c, k, float64(m.workers)/rtt.Seconds())
+}
+
+// rise is a stale saturated rate after k windows with a free worker: a
+// quarter more for each, never above little (workers / round trip) nor
+// below rate.
+func rise(rate float64, k int64, little float64) float64 {
+	return max(rate, min(rate*math.Pow(1.25, float64(min(k, 64))), little))
+}
 
 // roundTrip is the moving average of heartbeats' round trips; 0 before the
 // first successful beat.
@@ -104,7 +132,11 @@ func (m *capacityMeter) measure(now time.Time) {
 			}
 			m.satAt = now
 		case m.satRate > 0 && stale:
-			m.satRate = max(m.satRate, min(1.25*m.satRate, little))
+			// One window, or as many as passed with no beat since the
+			// last one closed (past the horizon): capacityAt has been
+			// answering that since.
+			k := now.Sub(later(m.windowStart, m.satAt.Add(measureHorizon))) / measureWindow
+			m.satRate = rise(m.satRate, max(int64(k), 1), little)
 		}
 		m.windowStart, m.windowBeats, m.windowIdle = now, 0, false
 	}
@@ -113,6 +145,19 @@ func (m *capacityMeter) measure(now time.Time) {
 		capacity = little
 	}
 	m.capacityBits.Store(math.Float64bits(capacity))
+	var riseFrom int64
+	if m.satRate > 0 && capacity < little {
+		riseFrom = later(m.windowStart, m.satAt.Add(measureHorizon)).UnixNano()
+	}
+	m.riseFromNanos.Store(riseFrom)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // measureWindow is how long a window of the saturated rate lasts, and

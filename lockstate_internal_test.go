@@ -452,3 +452,41 @@ func TestSchedulerCapacityIsTheWorstRecentWindow(t *testing.T) {
 		t.Fatalf("capacity %v once the dip is 11 s old, want 400", capacity)
 	}
 }
+
+// Found by the simulation (invariant 14, no refusal without cause): a
+// client that measured a low rate in one saturated window and then held
+// nothing sent no heartbeats, so no window ever closed and the stale rate
+// never rose; every acquisition asking for more than that rate allowed was
+// refused, for good, by a client renewing nothing with its workers idle.
+// A window in which no beat ended is a window with a free worker: the
+// stale rate rises with each one, as with windows that measured nothing.
+func TestSchedulerCapacityRisesWhileNoBeatEnds(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(1))
+	s := c.sched // its loop never starts: no lock is acquired
+	m := &s.meter
+	m.rtt = 5 * time.Millisecond // workers / round trip: 200/s
+	m.rttNanos.Store(int64(m.rtt))
+	now := time.Now()
+	start := now.Add(-measureWindow)
+	m.measure(start) // opens the first window
+	s.slots = 0
+	m.measure(now) // a saturated window of one beat in 500 ms: 2/s, ending now
+	if _, capacity, _ := s.load(); math.Abs(capacity-2) > 1e-9 {
+		t.Fatalf("capacity %v after a saturated window of one beat in 500 ms, want 2", capacity)
+	}
+	// No beat ends from here on (the client holds nothing). Past the
+	// horizon the rate rises a quarter per window: above 2/s within the
+	// horizon and one window more.
+	deadline := time.Now().Add(measureHorizon + 5*measureWindow)
+	for {
+		_, capacity, _ := s.load()
+		if capacity > 2 {
+			t.Logf("capacity %.1f/s after %s without a beat", capacity, time.Since(now).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("capacity still %v/s after %s without a beat (horizon %s): admission stays shut for a client that renews nothing", capacity, time.Since(now).Round(time.Millisecond), measureHorizon)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -427,7 +427,7 @@ func (s *scheduler) beat(l *Lock) beatResult {
 // and the share of its lease the first heartbeat waiting for a worker has
 // left (+Inf when none waits).
 func (s *scheduler) load() (demand, capacity, slack float64) {
-	return math.Float64frombits(s.demandBits.Load()), s.meter.capacity(),
+	return math.Float64frombits(s.demandBits.Load()), s.meter.capacityAt(s.c.now()),
 		math.Float64frombits(s.slackBits.Load())
 }
 
