@@ -475,14 +475,18 @@ func TestClockAssumptionsAreSearched(t *testing.T) {
 		t.Errorf("within the assumptions, seed 1 violated (replay: %s):\n%s", replayCommand(1), strings.Join(w.violations, "\n"))
 	}
 	set("sim.clocks", "beyond")
-	for _, tc := range []struct {
+	cases := []struct {
 		breaks string
 		want   *regexp.Regexp // the invariants the broken assumption leads to
 	}{
 		{"skew", regexp.MustCompile(`invariant (1|2):`)},
 		{"rate", regexp.MustCompile(`invariant (1|2|10):`)},
 		{"unfenced", regexp.MustCompile(`invariant 3:`)},
-	} {
+	}
+	if testing.Short() {
+		cases = cases[:1]
+	}
+	for _, tc := range cases {
 		set("sim.clockbreak", tc.breaks)
 		found := ""
 		for seed := uint64(1); seed <= 20 && found == ""; seed++ {
