@@ -77,7 +77,7 @@ type acquisition struct {
 	deadline time.Time
 	watches  []*watch
 	// attempts holds every write this call sent, by the RVN it wrote, so
-	// that a write whose answer was lost is recognised (and adopted) when
+	// that a write whose answer was lost is recognised (and claimed) when
 	// a later answer shows it, and released again (undo) if the call gives
 	// up.
 	attempts map[string]attempt
@@ -116,12 +116,12 @@ func (a *acquisition) acquireOne(ctx context.Context) (*Lock, error) {
 		// Reentrant acquisitions of one key take turns, so that concurrent
 		// ones return the same lock instead of each taking it from the
 		// other. Only they wait for each other, and only while ctx lasts.
-		leave, err := c.reentrant.enter(ctx, w.regKey)
+		leave, err := c.here.takeTurn(ctx, w.regKey)
 		if err != nil {
 			return nil, notGranted(err, "key %q: context done while waiting for another reentrant acquisition of the key", w.key)
 		}
 		defer leave()
-		if l := c.heldLock(w.regKey); l != nil {
+		if l := c.here.held(w.regKey); l != nil {
 			return l, nil
 		}
 	}
@@ -154,7 +154,7 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 		cancel()
 	}
 	for rvn := range a.attempts {
-		a.c.inflight.Delete(rvn)
+		a.c.here.settled(rvn)
 	}
 	return locks, err
 }
@@ -171,7 +171,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 		w.next = a.fairly(w, decision{step: stepWrite}, now, time.Time{})
 	}
 	for {
-		// Steps that need no wait: fail, adopt, join the fair queue.
+		// Steps that need no wait: fail, claim, join the fair queue.
 		for _, w := range a.watches {
 			switch w.next.step {
 			case stepFail:
@@ -184,11 +184,11 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 						return nil, a.slotsHeld()
 					}
 				}
-			case stepAdopt:
-				if locks, err := a.adopt(ctx, w, a.attempts[w.v.rec.rvn]); locks != nil || err != nil {
+			case stepClaim:
+				if locks, err := a.claim(ctx, w, a.attempts[w.v.rec.rvn]); locks != nil || err != nil {
 					return locks, err
 				}
-				if l, err := a.decideAll(ctx); l != nil || err != nil { // adopted too late: decided anew
+				if l, err := a.decideAll(ctx); l != nil || err != nil { // claimed too late: decided anew
 					return one(l, err)
 				}
 			case stepJoin:
@@ -300,7 +300,7 @@ func (a *acquisition) allOut() bool {
 func (a *acquisition) pending() bool {
 	for _, w := range a.watches {
 		switch w.next.step {
-		case stepAdopt, stepJoin:
+		case stepClaim, stepJoin:
 			return true
 		case stepFail:
 			if !w.out {
@@ -361,13 +361,13 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 	if v.rec != nil {
 		in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
 		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
-			if l := c.heldLock(w.regKey); l != nil {
+			if l := c.here.held(w.regKey); l != nil {
 				cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 				a.leaveQueues(cctx) // WithFairness: this call's entry, if any, is not needed
 				cancel()
 				return l, nil // another acquisition here got it meanwhile
 			}
-			_, in.inFlightHere = c.inflight.Load(v.rec.rvn)
+			in.inFlightHere = c.here.inFlight(v.rec.rvn)
 		}
 	}
 	w.next = a.fairly(w, decide(in), in.now, in.deadline)

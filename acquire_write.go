@@ -51,8 +51,8 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, d.queue, sent)
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
 	a.attempts[rvn] = at
-	c.inflight.Store(rvn, struct{}{})
-	w.endsBefore = c.wakeups.ended.Load()
+	c.here.sending(rvn)
+	c.here.noteCall(w)
 	out, err := a.updateItem(ctx, in)
 	if err == nil {
 		item := wrote.after(in.Key, out.Attributes)
@@ -61,7 +61,7 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 			// take the item anew rather than return a lock already lost.
 			return nil, a.learn(ctx, w, item, nil)
 		}
-		l, err := a.adoptItem(ctx, w, item, at)
+		l, err := a.holdItem(ctx, w, item, at)
 		if err != nil {
 			return nil, err
 		}
@@ -105,10 +105,10 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 	}
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: a.watches}
 	a.attempts[rvn] = at
-	c.inflight.Store(rvn, struct{}{})
+	c.here.sending(rvn)
 	err := a.transactWriteItems(ctx, items)
 	if err == nil {
-		return a.adoptAll(ctx, rvn, at)
+		return a.holdAll(ctx, rvn, at)
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) || len(tce.CancellationReasons) != len(a.watches) {
@@ -174,8 +174,8 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 	in, _ := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent)
 	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
 	a.attempts[rvn] = at
-	c.inflight.Store(rvn, struct{}{})
-	w.endsBefore = c.wakeups.ended.Load()
+	c.here.sending(rvn)
+	c.here.noteCall(w)
 	err := a.transactWriteItems(ctx, []types.TransactWriteItem{
 		{Update: transactUpdate(in)}, d.queue.onItem(c, c.itemKeyOf(q.key, q.sortKey)),
 	})
@@ -196,7 +196,7 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 			w.forget()
 			return nil, nil
 		}
-		l, err := a.adoptRecord(ctx, w, rec, at)
+		l, err := a.holdRecord(ctx, w, rec, at)
 		if err != nil {
 			return nil, err
 		}
@@ -276,7 +276,7 @@ func (a *acquisition) undo(ctx context.Context) {
 			byKey[w] = append(byKey[w], rvn)
 		}
 		delete(a.attempts, rvn)
-		a.c.inflight.Delete(rvn)
+		a.c.here.settled(rvn)
 	}
 	for _, w := range order {
 		a.release(ctx, w, byKey[w])

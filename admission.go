@@ -20,7 +20,7 @@ import (
 //     (each counted from the moment it goes, so that many acquisitions at
 //     once cannot all pass one look at the load), plus these n, exceeds
 //     the admission fraction of the rate the heartbeat workers sustain as
-//     the scheduler measures it (see scheduler.measure). That rate is
+//     the meter measures it (see capacityMeter.measure). That rate is
 //     measured while the acquisitions' own writes (and their retries)
 //     compete with the heartbeats for DynamoDB, so it is what is left for
 //     heartbeats;
@@ -132,7 +132,7 @@ func (a admission) end(held bool) {
 // elsewhere mostly sleeps between reads and must not keep others out.
 func (s *scheduler) takeAdmitSlot(now time.Time) (slot int, gen uint64, ok bool) {
 	hold := admitSlotHold
-	if rtt := time.Duration(s.rttNanos.Load()); rtt > 0 {
+	if rtt := s.meter.roundTrip(); rtt > 0 {
 		hold = min(max(4*rtt, 10*time.Millisecond), time.Second)
 	}
 	t := s.at(now)

@@ -31,7 +31,7 @@ func (k KeyAttribute) String() string {
 
 // KeySchemaError reports that the lock table's key schema is not the one
 // this client uses: DynamoDB rejected a call's key, or
-// [Client.CreateTableIfNotExistsWithContext] found an existing table keyed otherwise.
+// [Client.CreateTableIfNotExists] found an existing table keyed otherwise.
 // It matches [ErrKeySchemaMismatch] with [errors.Is].
 type KeySchemaError struct {
 	Table    string

@@ -225,7 +225,7 @@ func TestEventualGlobalTableRefusedBeforeAnyWrite(t *testing.T) {
 	assert.EqualValues(t, 1, db.described.Load(), "the table is described once per client")
 
 	require.ErrorIs(t, c.AssertTableExists(ctx), dynamolock.ErrEventualGlobalTable)
-	_, err = c.CreateTableIfNotExistsWithContext(ctx, table, dynamolock.WithCustomPartitionKeyName("key"))
+	_, err = c.CreateTableIfNotExists(ctx, dynamolock.WithCustomPartitionKeyName("key"))
 	require.ErrorIs(t, err, dynamolock.ErrEventualGlobalTable)
 
 	single := newClient(t, db, table, dynamolock.WithSingleWriterRegion())

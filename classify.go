@@ -91,7 +91,7 @@ func (c *Client) tableNotFound(err error) error {
 	if err == nil {
 		return fmt.Errorf("%w: %q at %s", ErrTableNotFound, c.cfg.tableName, c.endpointOf(nil))
 	}
-	return fmt.Errorf("%w: %q at %s (create it with CreateTableIfNotExistsWithContext, or check the table name, region and endpoint): %w",
+	return fmt.Errorf("%w: %q at %s (create it with CreateTableIfNotExists, or check the table name, region and endpoint): %w",
 		ErrTableNotFound, c.cfg.tableName, c.endpointOf(err), err)
 }
 

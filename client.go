@@ -39,13 +39,8 @@ type Client struct {
 	metrics *clientMetrics
 	table   tableCheck // the table's replication, checked before the first write
 
-	locksMu      sync.RWMutex
-	locks        map[string]*Lock // registry key → the locks this client holds; guarded by locksMu
-	reentrant    keyGates         // reentrant acquisitions of one key take turns
-	wakeups      wakeups          // acquisitions waiting for a key this client holds
-	inflight     sync.Map         // RVN → struct{}: acquiring writes sent, not yet answered or given up
-	observations observations
-	sched        *scheduler
+	here  here // what the client's acquisitions and locks share about keys
+	sched *scheduler
 
 	mu        sync.RWMutex // guards closed against registering new locks during Close
 	closed    bool
@@ -65,7 +60,6 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		cfg:     defaultConfig(tableName),
 		db:      db,
 		closing: make(chan struct{}),
-		locks:   make(map[string]*Lock),
 		table:   tableCheck{sem: make(chan struct{}, 1)},
 	}
 	for _, opt := range opts { // a ClientOption writes into c.cfg, here only
@@ -85,8 +79,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		}
 		c.metrics.otel = inst
 	}
-	c.observations.m = make(map[string]observation)
-	c.observations.max = c.cfg.maxObservations
+	c.here = newHere(c.cfg.maxObservations)
 	c.sched = newScheduler(c)
 	return c, nil
 }
@@ -156,34 +149,6 @@ func validateKey(key string) error {
 	return nil
 }
 
-// heldLock returns the lock this client holds for regKey, if any.
-func (c *Client) heldLock(regKey string) *Lock {
-	c.locksMu.RLock()
-	l := c.locks[regKey]
-	c.locksMu.RUnlock()
-	if l == nil || !l.held() {
-		return nil // ending: it leaves the registry in a moment
-	}
-	return l
-}
-
-// unregister drops l from the registry, unless another lock of its key
-// replaced it there.
-func (c *Client) unregister(l *Lock) {
-	c.locksMu.Lock()
-	if k := l.regKey(); c.locks[k] == l {
-		delete(c.locks, k)
-	}
-	c.locksMu.Unlock()
-}
-
-// heldCount is the number of locks in the registry.
-func (c *Client) heldCount() int {
-	c.locksMu.RLock()
-	defer c.locksMu.RUnlock()
-	return len(c.locks)
-}
-
 // register records a newly acquired lock and schedules its heartbeats. If
 // the client was closed meanwhile, the lock is released and ErrClientClosed
 // returned, so that no lock outlives Close.
@@ -196,11 +161,7 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
-	c.locksMu.Lock()
-	k := l.regKey()
-	prev := c.locks[k]
-	c.locks[k] = l
-	c.locksMu.Unlock()
+	prev := c.here.add(l)
 	c.sched.notify(l)
 	c.mu.RUnlock()
 	if prev != nil && prev != l {
@@ -251,7 +212,7 @@ func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, e
 	if err != nil {
 		return nil, err
 	}
-	if l := c.heldLock(registryKey(key, sk)); l != nil {
+	if l := c.here.held(registryKey(key, sk)); l != nil {
 		return l, nil
 	}
 	return c.readLock(ctx, key, sk)
@@ -286,7 +247,7 @@ func (c *Client) HasLock(key, sortKey string) bool {
 	if sortKey != "" {
 		sk = &sortKey
 	}
-	return c.heldLock(registryKey(key, sk)) != nil
+	return c.here.held(registryKey(key, sk)) != nil
 }
 
 // Close releases every held lock, as CloseWithContext does with
@@ -313,12 +274,7 @@ func (c *Client) close(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.closing)
 
-	c.locksMu.RLock()
-	held := make([]*Lock, 0, len(c.locks))
-	for _, l := range c.locks {
-		held = append(held, l)
-	}
-	c.locksMu.RUnlock()
+	held := c.here.all()
 	errs := make([]error, len(held))
 	sem := make(chan struct{}, c.cfg.heartbeatConcurrency)
 	var wg sync.WaitGroup

@@ -40,7 +40,7 @@ func (c *Client) CreateTable(tableName string, opts ...CreateTableOption) (*dyna
 // it enables TTL if [WithTimeToLive] was given.
 //
 // When the table already exists, it returns an error matching
-// [ErrTableExists]; [Client.CreateTableIfNotExistsWithContext] treats that
+// [ErrTableExists]; [Client.CreateTableIfNotExists] treats that
 // as success instead.
 func (c *Client) CreateTableWithContext(ctx context.Context, tableName string, opts ...CreateTableOption) (*dynamodb.CreateTableOutput, error) {
 	if c.isClosed() {
@@ -181,9 +181,10 @@ func (c *Client) AssertTableExists(ctx context.Context) error {
 	return c.replicationRefused(desc)
 }
 
-// CreateTableIfNotExistsWithContext makes sure the lock table tableName
-// exists with the key schema the options ask for, so that a program can run
-// it at every start. When the table does not exist, it creates it as
+// CreateTableIfNotExists makes sure the client's lock table (the table
+// name given to [New]) exists with the key schema the options ask for, by
+// default the client's own key names, so that a program can run it at
+// every start. When the table does not exist, it creates it as
 // [Client.CreateTableWithContext] does (and waits until it is ACTIVE) and
 // returns true. When it exists (created by an earlier run, another process,
 // or infrastructure code), it waits until it is ACTIVE, checks its key
@@ -199,10 +200,11 @@ func (c *Client) AssertTableExists(ctx context.Context) error {
 // [DynamoDBClient] that lacks it, it returns [ErrUnsupportedOperation]
 // before any call. Bad options return an *[InvalidArgumentError] before any
 // call.
-func (c *Client) CreateTableIfNotExistsWithContext(ctx context.Context, tableName string, opts ...CreateTableOption) (created bool, err error) {
+func (c *Client) CreateTableIfNotExists(ctx context.Context, opts ...CreateTableOption) (created bool, err error) {
 	if c.isClosed() {
 		return false, ErrClientClosed
 	}
+	tableName := c.cfg.tableName
 	o, err := c.createTableOptions(tableName, opts)
 	if err != nil {
 		return false, err

@@ -27,7 +27,7 @@ func TestCreateTableIfNotExists(t *testing.T) {
 	dropTable(t, db, table)
 	c := newClient(t, db, table)
 
-	created, err := c.CreateTableIfNotExistsWithContext(ctx, table)
+	created, err := c.CreateTableIfNotExists(ctx)
 	require.NoError(t, err)
 	assert.True(t, created)
 	require.NoError(t, c.AssertTableExists(ctx))
@@ -35,7 +35,7 @@ func TestCreateTableIfNotExists(t *testing.T) {
 	// Second and third runs: one DescribeTable each, nothing created.
 	for range 2 {
 		calls.reset()
-		created, err = c.CreateTableIfNotExistsWithContext(ctx, table)
+		created, err = c.CreateTableIfNotExists(ctx)
 		require.NoError(t, err)
 		assert.False(t, created)
 		assert.Equal(t, map[string]int{"DescribeTable": 1}, calls.reset())
@@ -54,7 +54,7 @@ func TestCreateTableIfNotExists(t *testing.T) {
 
 	// A client expecting a sort key: the existing table does not fit.
 	sorted := newClient(t, db, table, dynamolock.WithSortKey("sk", "v"))
-	_, err = sorted.CreateTableIfNotExistsWithContext(ctx, table)
+	_, err = sorted.CreateTableIfNotExists(ctx)
 	var kse *dynamolock.KeySchemaError
 	require.ErrorAs(t, err, &kse)
 	assert.ErrorIs(t, err, dynamolock.ErrKeySchemaMismatch)
@@ -85,7 +85,7 @@ func TestCreateTableIfNotExistsChecksTheKeySchema(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			table := rawTable(t, db, tc.keys...)
 			c := newClient(t, db, table, tc.opts...)
-			created, err := c.CreateTableIfNotExistsWithContext(ctx, table, tc.create...)
+			created, err := c.CreateTableIfNotExists(ctx, tc.create...)
 			assert.False(t, created)
 			require.ErrorIs(t, err, dynamolock.ErrKeySchemaMismatch)
 			var kse *dynamolock.KeySchemaError
@@ -99,7 +99,7 @@ func TestCreateTableIfNotExistsChecksTheKeySchema(t *testing.T) {
 	// A table keyed as asked, with a sort key.
 	table := rawTable(t, db, [2]string{"key", "S"}, [2]string{"sk", "S"})
 	c := newClient(t, db, table, dynamolock.WithSortKey("sk", "v"))
-	created, err := c.CreateTableIfNotExistsWithContext(ctx, table)
+	created, err := c.CreateTableIfNotExists(ctx)
 	require.NoError(t, err)
 	assert.False(t, created)
 }
@@ -114,7 +114,7 @@ func TestCreateTableIfNotExistsConcurrently(t *testing.T) {
 	results := make([]bool, 8)
 	errs := make([]error, 8)
 	for i := range results {
-		wg.Go(func() { results[i], errs[i] = c.CreateTableIfNotExistsWithContext(context.Background(), table) })
+		wg.Go(func() { results[i], errs[i] = c.CreateTableIfNotExists(context.Background()) })
 	}
 	wg.Wait()
 	n := 0

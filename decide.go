@@ -22,7 +22,7 @@ type step uint8
 const (
 	stepWrite step = iota // send the acquiring write, replacing takeover if not ""
 	stepRead              // read the item at `at`
-	stepAdopt             // the item is this call's own write, whose answer was lost
+	stepClaim             // the item is this call's own write, whose answer was lost
 	stepFail              // give up with err
 	stepJoin              // add or renew this waiter's entry in the fair queue (WithFairness)
 )
@@ -87,7 +87,7 @@ func decide(in decideInput) decision {
 	if rec.owner == in.owner {
 		if a, ok := in.attempts[rec.rvn]; ok {
 			if in.now.Before(a.sent.Add(a.lease)) {
-				return decision{step: stepAdopt}
+				return decision{step: stepClaim}
 			}
 			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
 		}

@@ -9,7 +9,7 @@
 // # The names to start with
 //
 //   - [New] makes a client for one table
-//     ([Client.CreateTableIfNotExistsWithContext] makes the table unless it
+//     ([Client.CreateTableIfNotExists] makes the table unless it
 //     exists, and checks its key schema if it does).
 //   - [Client.AcquireLockWithContext] acquires a key, waiting for a live
 //     holder and taking over a dead one; [Client.Do] runs a function while
@@ -74,7 +74,7 @@
 //     ([ReleaseLockOption]): [WithDeleteLock], [WithDataAfterRelease],
 //     [WithBestEffort].
 //   - Table, given to [Client.CreateTableWithContext] and
-//     [Client.CreateTableIfNotExistsWithContext] ([CreateTableOption]):
+//     [Client.CreateTableIfNotExists] ([CreateTableOption]):
 //     [WithCustomPartitionKeyName], [WithSortKeyName],
 //     [WithProvisionedThroughput], [WithTags], [WithTimeToLive].
 //

@@ -70,7 +70,7 @@ var (
 
 	// ErrTableExists is matched by the error of [Client.CreateTable] when
 	// the table already exists (DynamoDB's ResourceInUseException).
-	// [Client.CreateTableIfNotExistsWithContext] treats that case as success.
+	// [Client.CreateTableIfNotExists] treats that case as success.
 	ErrTableExists = errors.New("dynamolock: table already exists")
 
 	// ErrKeySchemaMismatch is matched by every *[KeySchemaError].

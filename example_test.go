@@ -65,7 +65,7 @@ func Example() {
 	defer c.Close()
 
 	// Create the table unless it exists; if it does, check its key schema.
-	if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+	if _, err := c.CreateTableIfNotExists(ctx); err != nil {
 		log.Fatal(err)
 	}
 	// snippet:end
@@ -117,7 +117,7 @@ func Example_dynamoDBLocal() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+	if _, err := c.CreateTableIfNotExists(ctx); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(c.AssertTableExists(ctx))
@@ -134,7 +134,7 @@ func ExampleClient_Do() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateTableIfNotExistsWithContext(ctx, table); err != nil {
+	if _, err := c.CreateTableIfNotExists(ctx); err != nil {
 		log.Fatal(err)
 	}
 
@@ -170,7 +170,7 @@ func ExampleWithSortKeyValue() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateTableIfNotExistsWithContext(ctx, table, dynamolock.WithSortKeyName("job")); err != nil {
+	if _, err := c.CreateTableIfNotExists(ctx, dynamolock.WithSortKeyName("job")); err != nil {
 		log.Fatal(err)
 	}
 	nightly, err := c.AcquireLockWithContext(ctx, "tenant-7", dynamolock.WithSortKeyValue("nightly-export"))
@@ -522,7 +522,7 @@ func TestLeaderFailover(t *testing.T) {
 		defer a.Close()
 		b, _ := dynamolock.New(hostB, "locks", opts...)
 		defer b.Close()
-		if _, err := a.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+		if _, err := a.CreateTableIfNotExists(ctx); err != nil {
 			t.Fatal(err)
 		}
 		leader, err := a.NewElection("leader").Campaign(ctx, nil)

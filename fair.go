@@ -191,7 +191,7 @@ type queueWrite struct {
 // [Semaphore.Acquire]): v is then that item, whichever slot w is.
 func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.Time) decision {
 	f, v := a.fairOf(w), a.queueView(w)
-	if f == nil || d.step == stepAdopt || d.step == stepFail {
+	if f == nil || d.step == stepClaim || d.step == stepFail {
 		return d
 	}
 	if !v.known {
@@ -315,7 +315,7 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 	}
 	in := c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond)
 	in.ReturnValues = types.ReturnValueAllNew
-	w.endsBefore = c.wakeups.ended.Load()
+	c.here.noteCall(w)
 	out, err := a.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
@@ -425,7 +425,7 @@ func (q *queueWrite) onItem(c *Client, key map[string]types.AttributeValue) type
 	}}
 }
 
-// queueExpr adds q's condition and removals to an acquiring write's
+// expr adds q's condition and removals to an acquiring write's
 // expressions.
 func (q *queueWrite) expr(b *exprBuilder, cond, remove string) (string, string) {
 	name := b.name("#q", attrFairQueue)

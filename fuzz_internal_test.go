@@ -14,7 +14,7 @@ import (
 	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 )
 
-// fuzzType selects how a fuzzed attribute is stored; 0 leaves it out.
+// fuzzAttr stores v as typ selects; 0 leaves it out.
 func fuzzAttr(v string, typ uint8) types.AttributeValue {
 	switch typ % 10 {
 	case 0:

@@ -198,7 +198,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 		return fmt.Errorf("dynamolock: heartbeat of %q: waiting for the lock's previous write: %w", l.partitionKey, err)
 	}
 	defer l.giveWrites()
-	for adopt := 0; ; adopt++ {
+	for follows := 0; ; follows++ {
 		now := c.now()
 		if err := l.endErr(now); err != nil {
 			if errors.Is(err, ErrLeaseExpired) {
@@ -240,7 +240,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
-			if adopt < maxAdoptions && l.adoptMovedRVN(ccf.Item) {
+			if follows < maxRVNFollows && l.followMovedRVN(ccf.Item) {
 				continue
 			}
 			c.metrics.heartbeat(ctx, "lost")
@@ -297,7 +297,7 @@ func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 // maxRefreshesInDoubt). Naming fewer RVNs than the item may carry is safe:
 // the condition can only fail where it would have held, and the item that
 // comes back with the failure is then recognised as this acquisition's
-// (adoptMovedRVN) and the write sent again.
+// (followMovedRVN) and the write sent again.
 func (l *Lock) conditionLocked(b *exprBuilder, extra string) string {
 	in := b.value(":cur", attrS(l.rvn))
 	seen := extra == l.rvn
@@ -342,7 +342,7 @@ func (l *Lock) renewed(w *renewal) {
 	if r := &l.renewal; w.seq > r.applied {
 		r.applied = w.seq
 		l.rvn = w.rvn
-		l.lookupTime = w.sent
+		l.sentAt = w.sent
 		l.leaseDuration = w.lease
 		l.leaseEnd = w.sent.Add(w.lease)
 		// Writes built before w can no longer land (their conditions name
@@ -373,24 +373,27 @@ func (l *Lock) renewed(w *renewal) {
 	l.client.sched.notify(l)
 }
 
+// renewedLocally counts the lease anew from now without a write that
+// landed (WithHoldLockOnServiceUnavailable, on a 503): sentAt becomes now,
+// as if a renewal had been sent then.
 func (l *Lock) renewedLocally(now time.Time) {
 	l.mu.Lock()
 	if l.reasonLocked() == nil {
-		l.lookupTime = now
+		l.sentAt = now
 		l.leaseEnd = now.Add(l.leaseDuration)
 	}
 	l.mu.Unlock()
 	l.client.sched.notify(l)
 }
 
-// adoptMovedRVN looks at the item a failed conditional write returned. If
+// followMovedRVN looks at the item a failed conditional write returned. If
 // it is still this acquisition (same owner and fencing token, not released)
 // its RVN was moved by this holder's own guarded refresh: the lock takes
 // that RVN and the write can be sent again. Fencing tokens never repeat on a
 // key (see acquireInput), so owner and token identify one acquisition.
 // The lease this holder believes in is not extended: the refresh's own
 // callback does that when it hears of its success.
-func (l *Lock) adoptMovedRVN(item map[string]types.AttributeValue) bool {
+func (l *Lock) followMovedRVN(item map[string]types.AttributeValue) bool {
 	rec, ok := l.ownItem(item)
 	if !ok || rec.released {
 		return false
@@ -423,9 +426,9 @@ func (l *Lock) ownItem(item map[string]types.AttributeValue) (*lockRecord, bool)
 	return rec, l.fencingToken != 0 && rec.owner == l.ownerName && rec.fencingToken == l.fencingToken
 }
 
-// maxAdoptions bounds how often one write adopts an RVN that this holder's
+// maxRVNFollows bounds how often one write follows an RVN that this holder's
 // own guarded refreshes keep moving, before it gives up.
-const maxAdoptions = 8
+const maxRVNFollows = 8
 
 func earliest(a, b time.Time) time.Time {
 	if b.Before(a) {

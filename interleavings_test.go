@@ -547,7 +547,7 @@ func putExpiry(t *testing.T, db *dynamodb.Client, table, key string, at time.Tim
 // wrote: an observer with WithClockSkewBound trusts that attribute. The
 // acquire write is held on the network for a while here, but the pause that
 // counts, between taking the time for leaseExpiresAt and the send time that
-// becomes the holder's lookup time, cannot be injected from outside the
+// becomes the holder's sentAt, cannot be injected from outside the
 // package; what is checked is the result: right after the acquisition,
 // with d left until the written expiry by the wall clock, Ensure(d) must
 // find less than d left and renew.

@@ -235,8 +235,8 @@ func attrN(n uint64) *types.AttributeValueMemberN {
 	return &types.AttributeValueMemberN{Value: strconv.FormatUint(n, 10)}
 }
 
-// exprNames and exprValues grow expression placeholders without repeating
-// the bookkeeping at every call site.
+// exprBuilder grows an expression's name and value placeholders without
+// repeating the bookkeeping at every call site.
 type exprBuilder struct {
 	names  map[string]string
 	values map[string]types.AttributeValue

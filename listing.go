@@ -120,7 +120,7 @@ func (c *Client) viewOf(item map[string]types.AttributeValue, now time.Time) (*L
 		}
 		sk = &v.Value
 	}
-	if l := c.heldLock(registryKey(pk.Value, sk)); l != nil {
+	if l := c.here.held(registryKey(pk.Value, sk)); l != nil {
 		return l, nil
 	}
 	rec, err := c.cfg.schema.decodeItem(item)

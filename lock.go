@@ -44,8 +44,8 @@ type Lock struct {
 	released      bool // part of the record of the lock's end, with lost
 	ownerName     string
 	rvn           string    // the RVN this holder last knew to be in the item
-	lookupTime    time.Time // when the write that set rvn was first sent
-	leaseEnd      time.Time // when this holder's lease ends by its own clock (see bound)
+	sentAt        time.Time // when the write that set rvn was first sent (see renewedLocally)
+	leaseEnd      time.Time // when this holder's lease ends by its own clock (see Expiration)
 	leaseDuration time.Duration
 	fencingToken  uint64
 	monitor       *sessionMonitor
@@ -118,7 +118,7 @@ func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Ti
 		sortKey:       sortKey,
 		ownerName:     owner,
 		rvn:           rec.rvn,
-		lookupTime:    at,
+		sentAt:        at,
 		leaseDuration: rec.lease,
 		fencingToken:  rec.fencingToken,
 		itemReleased:  rec.released,
@@ -396,10 +396,9 @@ var closedChan = func() chan struct{} {
 
 // end records the end of a held lock, once: its release when lost is nil,
 // else its loss. It sets the record (from then on Err answers it, and the
-// client no longer hands the lock out), drops the lock from the client's
-// registry, and only then closes Done: whoever wakes on Done and asks the
-// client again must not find this lock. It reports whether this call ended
-// the lock.
+// client no longer hands the lock out), then ends it in the client (out of
+// the registry, Done closed, waiters here woken: see here, rule 2). It
+// reports whether this call ended the lock.
 func (l *Lock) end(lost *LockLostError) bool {
 	l.mu.Lock()
 	if l.kind != heldLock || l.reasonLocked() != nil {
@@ -418,11 +417,7 @@ func (l *Lock) end(lost *LockLostError) bool {
 	}
 	l.mu.Unlock()
 	c := l.client
-	c.unregister(l)
-	if cancel != nil {
-		cancel(reason)
-	}
-	c.wakeups.wake(l.regKey()) // this client's own waiters try at once
+	c.here.end(l, cancel, reason) // this client's own waiters try at once
 	c.sched.notify(l)
 	return true
 }

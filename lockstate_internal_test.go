@@ -202,7 +202,7 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 	})
 	// Room for 5 locks in all at half the capacity: the fifth is admitted
 	// at once, the sixth waits.
-	c.sched.capacityBits.Store(math.Float64bits(10.5 * perLock))
+	c.sched.meter.capacityBits.Store(math.Float64bits(10.5 * perLock))
 	if _, err := c.AcquireLock("adm-4"); err != nil {
 		t.Fatal(err)
 	}
@@ -235,13 +235,13 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 		res <- err
 	}()
 	poll(t, "the acquisition to wait", func() bool { return c.Stats().AdmissionWaits == 2 })
-	c.sched.capacityBits.Store(math.Float64bits(100 * perLock))
+	c.sched.meter.capacityBits.Store(math.Float64bits(100 * perLock))
 	if err := <-res; err != nil {
 		t.Fatal(err)
 	}
 
 	// Past its deadline it fails with ErrHeartbeatCapacity.
-	c.sched.capacityBits.Store(math.Float64bits(perLock))
+	c.sched.meter.capacityBits.Store(math.Float64bits(perLock))
 	_, err = c.admit(context.Background(), 1, time.Hour, time.Now().Add(20*time.Millisecond), "key \"adm-6\"")
 	if !errors.As(err, &lng) || !errors.Is(err, ErrHeartbeatCapacity) {
 		t.Fatalf("err = %v, want a *LockNotGrantedError matching ErrHeartbeatCapacity", err)
@@ -255,7 +255,7 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	off.sched.capacityBits.Store(math.Float64bits(perLock))
+	off.sched.meter.capacityBits.Store(math.Float64bits(perLock))
 	if _, err := off.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
 		t.Fatal(err)
 	}
@@ -305,16 +305,17 @@ func TestRegistryKey(t *testing.T) {
 func TestSchedulerCapacity(t *testing.T) {
 	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
 	s := c.sched // its loop never starts: no lock is acquired
-	s.rtt = 10 * time.Millisecond
+	m := &s.meter
+	m.rtt = 10 * time.Millisecond
 	start := time.Now()
-	s.measure(start) // opens the first window
+	m.measure(start) // opens the first window
 	if _, capacity, _ := s.load(); capacity != 400 {
 		t.Fatalf("capacity %v before any saturated window, want 4 workers / 10 ms = 400", capacity)
 	}
 	// A window with every worker busy: 100 beats in 500 ms.
 	s.slots = 0
 	for i := 1; i <= 100; i++ {
-		s.measure(start.Add(time.Duration(i) * 5 * time.Millisecond))
+		m.measure(start.Add(time.Duration(i) * 5 * time.Millisecond))
 	}
 	if _, capacity, _ := s.load(); math.Abs(capacity-200) > 1e-9 {
 		t.Fatalf("capacity %v after a saturated window of 100 beats in 500 ms, want 200", capacity)
@@ -322,8 +323,8 @@ func TestSchedulerCapacity(t *testing.T) {
 	// Windows in which a worker was free (as dispatch records it) measure
 	// nothing, even at another rate.
 	for i := 1; i <= 500; i++ {
-		s.windowIdle = true
-		s.measure(start.Add(500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
+		m.idle()
+		m.measure(start.Add(500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
 	}
 	if _, capacity, _ := s.load(); math.Abs(capacity-200) > 1e-9 {
 		t.Fatalf("capacity %v after a window with a free worker, want still 200", capacity)
@@ -334,23 +335,23 @@ func TestSchedulerCapacity(t *testing.T) {
 	// (issue 21: a short slowdown must not keep admission shut).
 	at := func(i int) time.Time { return start.Add(1500*time.Millisecond + time.Duration(i)*2*time.Millisecond) }
 	for i := 1; i <= 1250; i++ { // to 4.0 s: one window past the horizon
-		s.windowIdle = true
-		s.measure(at(i))
+		m.idle()
+		m.measure(at(i))
 	}
 	if _, capacity, _ := s.load(); math.Abs(capacity-250) > 1e-9 {
 		t.Fatalf("capacity %v one window past the horizon, want 200 × 1.25 = 250", capacity)
 	}
 	for i := 1251; i <= 2000; i++ {
-		s.windowIdle = true
-		s.measure(at(i))
+		m.idle()
+		m.measure(at(i))
 	}
 	if _, capacity, _ := s.load(); capacity != 400 {
 		t.Fatalf("capacity %v 5.5 s after the last saturated window, want 4 workers / 10 ms = 400", capacity)
 	}
 	// A saturated window replaces the old rate outright: 50 beats in 500 ms.
-	s.windowIdle = false
+	m.windowIdle = false
 	for i := 1; i <= 50; i++ {
-		s.measure(at(2000).Add(time.Duration(i) * 10 * time.Millisecond))
+		m.measure(at(2000).Add(time.Duration(i) * 10 * time.Millisecond))
 	}
 	if _, capacity, _ := s.load(); math.Abs(capacity-100) > 1 {
 		t.Fatalf("capacity %v after a fresh saturated window of 100/s, want 100", capacity)
@@ -364,7 +365,7 @@ func TestSchedulerCapacity(t *testing.T) {
 func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
 	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute), WithHeartbeatAdmission(1))
 	perLock := 1 / time.Hour.Seconds()
-	c.sched.capacityBits.Store(math.Float64bits(3.5 * perLock))
+	c.sched.meter.capacityBits.Store(math.Float64bits(3.5 * perLock))
 	far := time.Now().Add(time.Hour)
 	var ends []admission
 	for range 3 {
@@ -404,7 +405,7 @@ func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
 // of its lease left: admission waits whatever the rate says.
 func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
 	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute))
-	c.sched.capacityBits.Store(math.Float64bits(1000))
+	c.sched.meter.capacityBits.Store(math.Float64bits(1000))
 	c.sched.slackBits.Store(math.Float64bits(admissionMargin / 2))
 	_, err := c.admit(context.Background(), 1, time.Hour, time.Now().Add(30*time.Millisecond), "k")
 	if !errors.Is(err, ErrHeartbeatCapacity) || !strings.Contains(err.Error(), "of its lease left") {
@@ -424,15 +425,16 @@ func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
 func TestSchedulerCapacityIsTheWorstRecentWindow(t *testing.T) {
 	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
 	s := c.sched // its loop never starts: no lock is acquired
-	s.rtt = time.Millisecond
+	m := &s.meter
+	m.rtt = time.Millisecond
 	start := time.Now()
-	s.measure(start)
+	m.measure(start)
 	s.slots = 0
 	at := start
 	window := func(beats int) { // one saturated window of 500 ms
 		for range beats {
 			at = at.Add(500 * time.Millisecond / time.Duration(beats))
-			s.measure(at)
+			m.measure(at)
 		}
 	}
 	window(100) // 200/s
@@ -448,5 +450,43 @@ func TestSchedulerCapacityIsTheWorstRecentWindow(t *testing.T) {
 	}
 	if _, capacity, _ := s.load(); math.Abs(capacity-400) > 1 {
 		t.Fatalf("capacity %v once the dip is 11 s old, want 400", capacity)
+	}
+}
+
+// Found by the simulation (invariant 14, no refusal without cause): a
+// client that measured a low rate in one saturated window and then held
+// nothing sent no heartbeats, so no window ever closed and the stale rate
+// never rose; every acquisition asking for more than that rate allowed was
+// refused, for good, by a client renewing nothing with its workers idle.
+// A window in which no beat ended is a window with a free worker: the
+// stale rate rises with each one, as with windows that measured nothing.
+func TestSchedulerCapacityRisesWhileNoBeatEnds(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(1))
+	s := c.sched // its loop never starts: no lock is acquired
+	m := &s.meter
+	m.rtt = 5 * time.Millisecond // workers / round trip: 200/s
+	m.rttNanos.Store(int64(m.rtt))
+	now := time.Now()
+	start := now.Add(-measureWindow)
+	m.measure(start) // opens the first window
+	s.slots = 0
+	m.measure(now) // a saturated window of one beat in 500 ms: 2/s, ending now
+	if _, capacity, _ := s.load(); math.Abs(capacity-2) > 1e-9 {
+		t.Fatalf("capacity %v after a saturated window of one beat in 500 ms, want 2", capacity)
+	}
+	// No beat ends from here on (the client holds nothing). Past the
+	// horizon the rate rises a quarter per window: above 2/s within the
+	// horizon and one window more.
+	deadline := time.Now().Add(measureHorizon + 5*measureWindow)
+	for {
+		_, capacity, _ := s.load()
+		if capacity > 2 {
+			t.Logf("capacity %.1f/s after %s without a beat", capacity, time.Since(now).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("capacity still %v/s after %s without a beat (horizon %s): admission stays shut for a client that renews nothing", capacity, time.Since(now).Round(time.Millisecond), measureHorizon)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

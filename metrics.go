@@ -23,7 +23,7 @@ type Stats struct {
 func (c *Client) Stats() Stats {
 	m := c.metrics
 	return Stats{
-		HeldLocks:        c.heldCount(),
+		HeldLocks:        c.here.count(),
 		HeartbeatBacklog: int(m.backlog.Load()),
 		HeartbeatsSent:   m.beatsOK.Load(),
 		HeartbeatErrors:  m.beatsErr.Load(),

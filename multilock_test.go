@@ -375,3 +375,79 @@ func TestAcquireLocksReadBackPastTheLease(t *testing.T) {
 	}
 	require.Equal(t, 2, probeHeld(t, db, table, m.OwnerName(), []string{"a", "b"}))
 }
+
+// slowReadBack is DynamoDB Local with every UpdateItem answered after a
+// delay (so the client measures a long heartbeat round trip) and, once
+// armed, the reads after a transaction answered only when little of the
+// lease the transaction granted is left.
+type slowReadBack struct {
+	*dynamodb.Client
+	beat  time.Duration // added to every UpdateItem
+	left  time.Duration // what a read after a transaction leaves of lease
+	lease time.Duration
+	armed atomic.Bool
+	mu    sync.Mutex
+	sent  time.Time // the last transaction's send
+}
+
+func (d *slowReadBack) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	time.Sleep(d.beat)
+	return d.Client.UpdateItem(ctx, in, opts...)
+}
+
+func (d *slowReadBack) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	d.mu.Lock()
+	d.sent = time.Now()
+	d.mu.Unlock()
+	return d.Client.TransactWriteItems(ctx, in, opts...)
+}
+
+func (d *slowReadBack) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if d.armed.Load() {
+		d.mu.Lock()
+		until := d.sent.Add(d.lease - d.left)
+		d.mu.Unlock()
+		time.Sleep(time.Until(until))
+	}
+	return d.Client.GetItem(ctx, in, opts...)
+}
+
+// Found by the simulation (invariant 13, seed 639): an AcquireLocks whose
+// read-backs ended with less of the lease left than two heartbeat round
+// trips returned its locks, and the heartbeat scheduler declared one of
+// them lost at once ("overloaded: this beat could not land before the
+// lease ends") although every heartbeat worker was free, only because the
+// other key was queued beside it. A lock is sacrificed only when the
+// backlog is larger than the free workers; here both keys are renewed.
+func TestAcquireLocksReturnedLateAreRenewedWhenWorkersAreFree(t *testing.T) {
+	const lease, beat = 6 * time.Second, 500 * time.Millisecond
+	raw, _ := newDB(t)
+	db := &slowReadBack{Client: raw, beat: beat, left: 3 * beat / 2, lease: lease}
+	table := newTable(t, "")
+	c := newClient(t, db, table, dynamolock.WithLeaseDuration(lease), dynamolock.WithHeartbeatPeriod(time.Second))
+	ctx := context.Background()
+	// A held lock whose heartbeats give the client its round trip (~beat).
+	warm, err := c.AcquireLockWithContext(ctx, "warm")
+	require.NoError(t, err)
+	waitFor(t, 20*time.Second, "three heartbeats", func() bool { return c.Stats().HeartbeatsSent >= 3 })
+	require.NoError(t, warm.Err())
+
+	db.armed.Store(true)
+	locks, err := c.AcquireLocks(ctx, []string{"a", "b"})
+	db.armed.Store(false)
+	require.NoError(t, err)
+	for _, l := range locks {
+		require.NoError(t, l.Err(), "key %q, returned with %s of its lease left", l.PartitionKey(), time.Until(l.Expiration()).Round(time.Millisecond))
+	}
+	// Each is renewed by a heartbeat that lands in time (one round trip).
+	ends := []time.Time{locks[0].Expiration(), locks[1].Expiration()}
+	waitFor(t, 10*time.Second, "both keys renewed", func() bool {
+		for i, l := range locks {
+			require.NoError(t, l.Err(), "key %q", l.PartitionKey())
+			if !l.Expiration().After(ends[i]) {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -225,8 +225,9 @@ type acquireLockOptions struct {
 	fair                    bool          // WithFairness
 }
 
-// newAcquireLockOptions applies opts over the defaults. validateAcquire
-// checks the result and fills in what depends on the client.
+// newAcquireLockOptions applies opts over the defaults.
+// Client.acquireOptions checks the result and fills in what depends on the
+// client.
 func newAcquireLockOptions(opts []AcquireLockOption) *acquireLockOptions {
 	o := &acquireLockOptions{
 		refreshPeriod:        DefaultRefreshPeriod,

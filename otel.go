@@ -73,7 +73,7 @@ func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, e
 	o.held, e = m.Int64ObservableUpDownCounter("dynamolock.locks.held", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks held by the client."),
 		metric.WithInt64Callback(func(_ context.Context, obs metric.Int64Observer) error {
-			obs.Observe(int64(c.heldCount()))
+			obs.Observe(int64(c.here.count()))
 			return nil
 		}))
 	err = errors.Join(err, e)

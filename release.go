@@ -95,7 +95,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	}
 
 	var err error
-	for adopt := 0; ; adopt++ {
+	for follows := 0; ; follows++ {
 		err = c.sendRelease(ctx, l, deleteLock, o.data)
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
@@ -105,7 +105,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 			err = nil // a first send whose answer was lost had released it
 			break
 		}
-		if adopt >= maxAdoptions || !l.adoptMovedRVN(ccf.Item) {
+		if follows >= maxRVNFollows || !l.followMovedRVN(ccf.Item) {
 			return false, l.lose(ErrLockTakenOver, err)
 		}
 	}

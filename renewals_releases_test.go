@@ -137,7 +137,7 @@ func TestReleaseRetriedAfterAContenderAcquiredSucceeds(t *testing.T) {
 	t.Logf("Release = %v, %v; holder Err = %v", ok, err, l.Err())
 }
 
-// Found by review: with WithHoldLockOnServiceUnavailable, one 503 moves lookupTime past
+// Found by review: with WithHoldLockOnServiceUnavailable, one 503 moves sentAt past
 // the pending heartbeat's send time; every later successful resend of that
 // heartbeat is then ignored by renewed(), so beats run back to back and the
 // lock is lost one lease after the outage, with DynamoDB healthy.

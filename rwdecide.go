@@ -163,7 +163,7 @@ const (
 	rwRead  rwStep = iota // read the item at `at`
 	rwWrite               // send the granting write
 	rwJoin                // add or renew this waiter's entry in the queue
-	rwAdopt               // the item carries this call's own grant, whose answer was lost
+	rwClaim               // the item carries this call's own grant, whose answer was lost
 	rwFail                // give up with err
 )
 
@@ -186,7 +186,7 @@ type rwDecision struct {
 	// (0: none): the write requires it still there, since the place it
 	// decided from is gone once others dropped the entry as dead.
 	mineAt int
-	adopt  string // for rwAdopt: the beat (reader) or RVN (writer) of the attempt
+	claim  string // for rwClaim: the beat (reader) or RVN (writer) of the attempt
 }
 
 // rwInput is everything the decision looks at.
@@ -352,7 +352,7 @@ func rwOwnGrant(in rwInput) (rwDecision, bool) {
 			return rwDecision{}, false
 		}
 		if in.now.Before(a.sent.Add(a.lease)) {
-			return rwDecision{step: rwAdopt, adopt: v.writer.rvn}, true
+			return rwDecision{step: rwClaim, claim: v.writer.rvn}, true
 		}
 		return rwDecision{step: rwWrite, takeover: v.writer.rvn}, true // ours, but its lease is over: take it anew
 	}
@@ -361,7 +361,7 @@ func rwOwnGrant(in rwInput) (rwDecision, bool) {
 			continue
 		}
 		if a, ok := in.attempts[r.beat]; ok && in.now.Before(a.sent.Add(a.lease)) {
-			return rwDecision{step: rwAdopt, adopt: r.beat}, true
+			return rwDecision{step: rwClaim, claim: r.beat}, true
 		}
 		// Ours, but its lease is over: it counts as a dead reader, and the
 		// next grant writes the entry anew.

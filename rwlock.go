@@ -175,8 +175,8 @@ func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOp
 		return nil, err
 	}
 	what := "rwlock " + strconv.Quote(rw.name)
-	// The writer's slot is a plain lock: the engine's acquisition adopts
-	// and undoes its writes (its one watch is the item's key).
+	// The writer's slot is a plain lock: the engine's acquisition claims,
+	// holds and undoes its writes (its one watch is the item's key).
 	pa := c.newAcquisition(modeOne, o, []string{rw.name}, what)
 	start := pa.start
 	a := &rwAcquisition{rw: rw, writer: writer, o: o, start: start, id: randomID(), seen: newRWSeen(),
@@ -237,7 +237,7 @@ type rwAcquisition struct {
 	seen    *rwSeen
 	// attempts holds every granting write, by the beat (reader) or RVN
 	// (writer) it wrote, to recognise one whose answer was lost (the
-	// engine's map: a writer's attempts are its to adopt and undo).
+	// engine's map: a writer's attempts are its to claim and undo).
 	attempts map[string]attempt
 	engine   *acquisition
 }
@@ -263,8 +263,8 @@ func (a *rwAcquisition) run(ctx context.Context) (*Lock, error) {
 				item, rerr := a.rw.c.getItem(ctx, a.rw.c.itemKeyOf(a.rw.name, a.o.sortKey))
 				err = a.learn(ctx, v, item, rerr)
 			}
-		case rwAdopt:
-			return a.adopt(ctx, v, d.adopt)
+		case rwClaim:
+			return a.claim(ctx, v, d.claim)
 		case rwFail:
 			return nil, d.err
 		}
@@ -362,7 +362,7 @@ func (a *rwAcquisition) grant(ctx context.Context, d rwDecision, v *rwView) (*Lo
 		if !a.writer {
 			*v = c.decodeRWView(item)
 		}
-		return a.adoptItem(ctx, item, v, beat, at)
+		return a.holdItem(ctx, item, v, beat, at)
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && !mayHaveLanded(err) && !a.carries(ccf.Item, beat) || !errors.As(err, &ccf) && surelyNotApplied(err) {
@@ -390,16 +390,16 @@ func (a *rwAcquisition) carries(item map[string]types.AttributeValue, beat strin
 	return decodeReader(a.id, m.Value[a.id]).beat == beat
 }
 
-// adopt turns the item this call's own earlier write landed in into a
+// claim turns the item this call's own earlier write landed in into a
 // held lock.
-func (a *rwAcquisition) adopt(ctx context.Context, v *rwView, beat string) (*Lock, error) {
-	return a.adoptItem(ctx, v.raw, v, beat, a.attempts[beat])
+func (a *rwAcquisition) claim(ctx context.Context, v *rwView, beat string) (*Lock, error) {
+	return a.holdItem(ctx, v.raw, v, beat, a.attempts[beat])
 }
 
-func (a *rwAcquisition) adoptItem(ctx context.Context, item map[string]types.AttributeValue, v *rwView, beat string, at attempt) (*Lock, error) {
+func (a *rwAcquisition) holdItem(ctx context.Context, item map[string]types.AttributeValue, v *rwView, beat string, at attempt) (*Lock, error) {
 	c := a.rw.c
 	if a.writer {
-		return a.engine.adoptItem(ctx, a.engine.watches[0], item, at)
+		return a.engine.holdItem(ctx, a.engine.watches[0], item, at)
 	}
 	rec := &lockRecord{owner: c.cfg.ownerName, lease: at.lease, rvn: beat, fencingToken: v.token}
 	l := newHeldLock(c, a.rw.name, a.o.sortKey, rec, at.sent)

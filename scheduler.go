@@ -41,9 +41,10 @@ type beatResult struct {
 // their lease, so under overload the locks closest to expiry are renewed
 // first.
 //
-// It also measures what admission control needs: the renewal rate the
-// held locks need at least (one renewal per lease each) and the rate the
-// workers can sustain (workers / round trip of a beat).
+// It also publishes what admission control needs: the renewal rate the
+// held locks need at least (one renewal per lease each), and feeds the
+// meter of the rate the workers sustain (see capacityMeter) with every
+// successful beat.
 type scheduler struct {
 	c *Client
 
@@ -65,9 +66,9 @@ type scheduler struct {
 	epoch time.Time // the origin of the entries' times
 
 	// Published by the loop for admission control (float64 bits).
-	demandBits   atomic.Uint64 // renewals per second the scheduled locks need at least
-	capacityBits atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
-	slackBits    atomic.Uint64 // share of its lease the first queued beat has left; +Inf: none queued
+	demandBits atomic.Uint64 // renewals per second the scheduled locks need at least
+	slackBits  atomic.Uint64 // share of its lease the first queued beat has left; +Inf: none queued
+	meter      capacityMeter // the rate the workers sustain; the loop feeds it
 	// reserved is the need of the acquisitions admission control let go
 	// that do not hold their locks yet, in reserveUnit; see admit.
 	reserved atomic.Int64
@@ -77,8 +78,7 @@ type scheduler struct {
 	admitMu    sync.Mutex
 	admitUntil []int64
 	admitGen   []uint64
-	rttNanos   atomic.Int64 // the moving average of beats' round trips, published
-	unreserved int64        // reservations of held locks, to drop once the loop counted them; guarded by mu
+	unreserved int64 // reservations of held locks, to drop once the loop counted them; guarded by mu
 
 	// Owned by the loop goroutine.
 	wakes    wakeHeap
@@ -87,16 +87,6 @@ type scheduler struct {
 	nworkers int // workers started
 	demand   float64
 	lastLog  time.Time
-	rtt      time.Duration // moving average of successful beats' round trips
-	// The renewal rate measured while every worker was busy: a window
-	// counts successful beats, and measures the rate if no worker was
-	// ever free during it.
-	windowStart time.Time
-	windowBeats int
-	windowIdle  bool        // a worker was free at some point of the window
-	satWindows  []satWindow // the last saturated windows, oldest first
-	satRate     float64     // the lowest rate of those in measureMemory, or risen since; 0: none yet
-	satAt       time.Time   // when the last saturated window ended
 }
 
 func newScheduler(c *Client) *scheduler {
@@ -110,7 +100,7 @@ func newScheduler(c *Client) *scheduler {
 		admitUntil: make([]int64, max(1, c.cfg.heartbeatConcurrency/4)),
 		admitGen:   make([]uint64, max(1, c.cfg.heartbeatConcurrency/4)),
 		epoch:      c.now(),
-		satWindows: make([]satWindow, 0, measureMemory/measureWindow),
+		meter:      newCapacityMeter(c.cfg.heartbeatConcurrency),
 	}
 	s.slackBits.Store(math.Float64bits(math.Inf(1)))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -232,10 +222,10 @@ func (s *scheduler) update(l *Lock, now time.Time) {
 	e := &l.sched
 	l.mu.Lock()
 	ended := l.reasonLocked() != nil
-	lookup, leaseEnd, lease := l.lookupTime, l.leaseEnd, l.leaseDuration
+	sent, leaseEnd, lease := l.sentAt, l.leaseEnd, l.leaseDuration
 	var monitorAt time.Time
 	if m := l.monitor; m != nil && !m.fired {
-		monitorAt = lookup.Add(m.safeTime)
+		monitorAt = sent.Add(m.safeTime)
 	}
 	l.mu.Unlock()
 	if ended {
@@ -250,7 +240,7 @@ func (s *scheduler) update(l *Lock, now time.Time) {
 	if !monitorAt.IsZero() {
 		wake = min(wake, s.at(monitorAt))
 	}
-	if t, ok := s.beatTime(e, lookup); ok {
+	if t, ok := s.beatTime(e, sent); ok {
 		wake = min(wake, t)
 	}
 	e.wake = wake
@@ -282,10 +272,10 @@ func (s *scheduler) fire(l *Lock, now time.Time) {
 	l.mu.Lock()
 	ended := l.reasonLocked() != nil
 	expired := !now.Before(l.leaseEnd)
-	beatAt, beats := s.beatTime(e, l.lookupTime)
+	beatAt, beats := s.beatTime(e, l.sentAt)
 	beatDue := beats && s.at(now) >= beatAt
 	var callback func()
-	if m := l.monitor; !ended && !expired && m != nil && !m.fired && !now.Before(l.lookupTime.Add(m.safeTime)) {
+	if m := l.monitor; !ended && !expired && m != nil && !m.fired && !now.Before(l.sentAt.Add(m.safeTime)) {
 		m.fired = true
 		callback = m.callback
 	}
@@ -319,18 +309,19 @@ func (s *scheduler) dispatch(now time.Time) {
 		e.queued = false
 		l.mu.Lock()
 		ended := l.reasonLocked() != nil
-		due := l.lookupTime.Add(s.c.cfg.heartbeatPeriod)
+		due := l.sentAt.Add(s.c.cfg.heartbeatPeriod)
 		left := l.leaseEnd.Sub(now)
 		l.mu.Unlock()
 		if ended {
 			s.update(l, now)
 			continue
 		}
-		if len(s.ready) > 0 && s.rtt > 0 && left < 2*s.rtt {
-			// Overloaded (others wait too): this beat could not land before
-			// the lease ends.
-			// Sending it would only take capacity from locks that can
-			// still be saved, so the lock is declared lost now.
+		if len(s.ready) >= s.slots && s.meter.rtt > 0 && left < 2*s.meter.rtt {
+			// Overloaded (more locks wait than the workers left once this
+			// one takes a slot) and this beat could not land before the
+			// lease ends: sending it would only take a worker from locks
+			// that can still be saved, so the lock is declared lost now.
+			// With a worker free for every waiting lock, each is sent.
 			l.lose(ErrLeaseExpired, nil)
 			s.update(l, now)
 			continue
@@ -348,7 +339,7 @@ func (s *scheduler) dispatch(now time.Time) {
 		s.work <- l // never blocks: at most heartbeatConcurrency beats are handed out
 	}
 	if s.slots > 0 {
-		s.windowIdle = true
+		s.meter.idle()
 	}
 	slack := math.Inf(1)
 	if len(s.ready) > 0 {
@@ -366,14 +357,14 @@ func (s *scheduler) dispatch(now time.Time) {
 
 // beatTime is when e's next heartbeat is due, if one should be scheduled:
 // one period after its last renewal, or at the retry time after a failure.
-func (s *scheduler) beatTime(e *schedEntry, lookup time.Time) (int64, bool) {
+func (s *scheduler) beatTime(e *schedEntry, sent time.Time) (int64, bool) {
 	if s.c.cfg.heartbeatPeriod <= 0 || e.beating || e.queued {
 		return 0, false
 	}
 	if e.retryAt != 0 {
 		return e.retryAt, true
 	}
-	return s.at(lookup.Add(s.c.cfg.heartbeatPeriod)), true
+	return s.at(sent.Add(s.c.cfg.heartbeatPeriod)), true
 }
 
 // finished records a beat's outcome. A failed beat (network, throttling,
@@ -383,13 +374,7 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 	e := &r.l.sched
 	e.beating = false
 	if r.rtt > 0 {
-		if s.rtt == 0 {
-			s.rtt = r.rtt
-		} else {
-			s.rtt += (r.rtt - s.rtt) / 8
-		}
-		s.rttNanos.Store(int64(s.rtt))
-		s.measure(now)
+		s.meter.beat(r.rtt, now)
 	}
 	if r.failed {
 		backoff := min(max(2*time.Duration(e.backoff)*time.Millisecond, 25*time.Millisecond),
@@ -401,75 +386,6 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 		e.retryAt = 0
 	}
 	s.update(r.l, now)
-}
-
-// measure counts a successful beat and publishes the capacity: the lowest
-// rate of the windows of the last measureMemory in which every worker
-// stayed busy (what the workers and DynamoDB together sustained at their
-// worst: a lock admitted at the average rate is lost in the next dip that
-// lasts longer than its lease's slack), or, before any such window, workers / round trip (Little's law, from the moving average of
-// recent beats' round trips), which overestimates when the workers are
-// not the bottleneck.
-//
-// Windows with a free worker measure no rate (the beats that end in one
-// may have waited on DynamoDB in the window before). So that a short slowdown does not keep
-// admission shut for good once beats are fast again (issue 21), a
-// saturated rate older than measureHorizon rises by a quarter with every
-// such window (up to workers / round trip), and the next saturated window
-// replaces it outright. It rises step by step, not at once, because
-// bursts leave windows with a free worker while DynamoDB is saturated, and
-// jumping to Little's law then would admit far more than it can renew.
-// Admission binds only once the held locks need more than a period allows
-// (lease ≥ 2 periods): the scheduler is saturated then and measures a
-// fresh rate every window.
-func (s *scheduler) measure(now time.Time) {
-	s.windowBeats++
-	little := float64(s.c.cfg.heartbeatConcurrency) / s.rtt.Seconds()
-	if elapsed := now.Sub(s.windowStart); elapsed >= measureWindow {
-		rate := float64(s.windowBeats) / elapsed.Seconds()
-		stale := now.Sub(s.satAt) > measureHorizon
-		switch {
-		case s.windowStart.IsZero():
-		case !s.windowIdle:
-			if stale {
-				s.satWindows = s.satWindows[:0] // the next saturated window starts afresh
-			}
-			if len(s.satWindows) == cap(s.satWindows) {
-				s.satWindows = append(s.satWindows[:0], s.satWindows[1:]...)
-			}
-			s.satWindows = append(s.satWindows, satWindow{end: now, rate: rate})
-			s.satRate = math.Inf(1)
-			for _, w := range s.satWindows {
-				if now.Sub(w.end) <= measureMemory {
-					s.satRate = min(s.satRate, w.rate)
-				}
-			}
-			s.satAt = now
-		case s.satRate > 0 && stale:
-			s.satRate = max(s.satRate, min(1.25*s.satRate, little))
-		}
-		s.windowStart, s.windowBeats, s.windowIdle = now, 0, false
-	}
-	capacity := s.satRate
-	if capacity == 0 {
-		capacity = little
-	}
-	s.capacityBits.Store(math.Float64bits(capacity))
-}
-
-// measureWindow is how long a window of the saturated rate lasts, and
-// measureHorizon how long a saturated rate stands as measured after the
-// last window that measured it.
-const (
-	measureWindow  = 500 * time.Millisecond
-	measureHorizon = 3 * time.Second
-	measureMemory  = 10 * time.Second // satWindows holds this many windows
-)
-
-// satWindow is one saturated window's end and rate.
-type satWindow struct {
-	end  time.Time
-	rate float64
 }
 
 // worker sends the beats the loop hands it, one at a time, until stop.
@@ -511,7 +427,7 @@ func (s *scheduler) beat(l *Lock) beatResult {
 // and the share of its lease the first heartbeat waiting for a worker has
 // left (+Inf when none waits).
 func (s *scheduler) load() (demand, capacity, slack float64) {
-	return math.Float64frombits(s.demandBits.Load()), math.Float64frombits(s.capacityBits.Load()),
+	return math.Float64frombits(s.demandBits.Load()), s.meter.capacityAt(s.c.now()),
 		math.Float64frombits(s.slackBits.Load())
 }
 

@@ -78,5 +78,5 @@ func (l *Lock) IsAlmostExpired() (bool, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return !now.Before(l.lookupTime.Add(monitor.safeTime)), nil
+	return !now.Before(l.sentAt.Add(monitor.safeTime)), nil
 }

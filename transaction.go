@@ -183,8 +183,8 @@ func (l *Lock) mayBeCancelledHere(tce *types.TransactionCanceledException) bool 
 }
 
 // checkStillOurs reads the lock's item once (consistently) and marks the
-// lock lost when the item names another owner or fencing token. It adopts
-// nothing: the read may be older than a
+// lock lost when the item names another owner or fencing token. It follows
+// no RVN: the read may be older than a
 // heartbeat that lands meanwhile, and heartbeats recognise this
 // acquisition's item themselves. A failed read decides nothing: the next
 // heartbeat will.

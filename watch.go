@@ -22,7 +22,7 @@ type watch struct {
 	// sets the acquisition's deadline.
 	firstLease time.Duration
 	// endsBefore is the client's count of ended locks before the last
-	// call on the key (see sleep).
+	// call on the key (see here, rule 3).
 	endsBefore uint64
 	skipped    string // the RVN for which sleep last skipped its wait
 	hands      hands
@@ -64,7 +64,7 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 	}
 	now := a.c.now()
 	if v.rec, v.bad = a.c.cfg.schema.decodeItem(item); v.bad == nil && !v.rec.released {
-		v.seen = a.c.observations.observe(w.regKey, v.rec.rvn, now)
+		v.seen = a.c.here.observe(w.regKey, v.rec.rvn, now)
 		if _, ours := a.attempts[v.rec.rvn]; !ours {
 			w.hands.observe(v.rec)
 		}
@@ -85,7 +85,7 @@ func (w *watch) forget() {
 // read is the engine's one consistent read of a key's item.
 func (a *acquisition) read(ctx context.Context, w *watch) (map[string]types.AttributeValue, error) {
 	c := a.c
-	w.endsBefore = c.wakeups.ended.Load()
+	c.here.noteCall(w)
 	item, err := c.getItem(ctx, c.itemKeyOf(w.key, w.sortKey))
 	if err != nil {
 		return nil, err
@@ -128,17 +128,15 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 			if notify == nil {
 				notify = make(chan struct{}, 1)
 			}
-			// Watch first: a lock here that ends from now on wakes this
-			// wait (end takes it out of the registry, then wakes the
-			// key's watchers).
-			ch, unwatch := c.wakeups.watch(w.regKey, notify)
+			// Watch first (see here, rule 2).
+			ch, unwatch := c.here.watch(w.regKey, notify)
 			defer unwatch()
 			chans = append(chans, watched{w, ch})
 			// The count is the client's, over every key: skip the wait
 			// once per RVN at most, or a holder elsewhere with this owner
 			// name would be polled without pause while this client's
 			// other locks come and go.
-			if !a.heldHere(w, rec.rvn) && c.wakeups.ended.Load() != w.endsBefore && w.skipped != rec.rvn {
+			if !c.here.heldOrInFlight(w.regKey, rec.rvn) && c.here.endedSince(w) && w.skipped != rec.rvn {
 				w.skipped = rec.rvn
 				due = append(due, w)
 			}
@@ -172,15 +170,4 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 		}
 	}
 	return due, nil
-}
-
-// heldHere reports whether this client holds w's key, or an acquisition
-// of it here wrote rvn and is waiting for the answer (the lock is then
-// registered before rvn leaves inflight).
-func (a *acquisition) heldHere(w *watch, rvn string) bool {
-	if a.c.heldLock(w.regKey) != nil {
-		return true
-	}
-	_, ok := a.c.inflight.Load(rvn)
-	return ok
 }

@@ -51,7 +51,7 @@ func setUp(t *testing.T, opts ...dynamolock.ClientOption) (*dynamolocktest.DB, *
 	db := dynamolocktest.New()
 	conn := db.Conn()
 	c := newClient(t, conn, opts...)
-	if _, err := c.CreateTableIfNotExistsWithContext(context.Background(), "locks"); err != nil {
+	if _, err := c.CreateTableIfNotExists(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return db, conn, c
@@ -254,7 +254,7 @@ func TestOneWinner(t *testing.T) {
 		var wins sync.Map
 		var wg sync.WaitGroup
 		admin := newClient(t, db.Conn())
-		if _, err := admin.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+		if _, err := admin.CreateTableIfNotExists(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 50 {
@@ -280,7 +280,7 @@ func TestTimeToLive(t *testing.T) {
 	db := dynamolocktest.New()
 	conn := db.Conn()
 	c := newClient(t, conn)
-	if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks", dynamolock.WithTimeToLive("ttl")); err != nil {
+	if _, err := c.CreateTableIfNotExists(ctx, dynamolock.WithTimeToLive("ttl")); err != nil {
 		t.Fatal(err)
 	}
 	out, err := conn.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String("locks")})

@@ -29,7 +29,7 @@ type DB struct {
 // lock client, as a program does at start-up:
 //
 //	c, _ := dynamolock.New(db.Conn(), "locks")
-//	_, err := c.CreateTableIfNotExistsWithContext(ctx, "locks")
+//	_, err := c.CreateTableIfNotExists(ctx)
 func New() *DB {
 	return &DB{model: ddbmodel.New()}
 }

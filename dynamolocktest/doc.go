@@ -12,7 +12,7 @@
 //	db := dynamolocktest.New()
 //	c, err := dynamolock.New(db.Conn(), "locks")
 //	...
-//	_, err = c.CreateTableIfNotExistsWithContext(ctx, "locks")
+//	_, err = c.CreateTableIfNotExists(ctx)
 //
 // Everything of the library works on it: acquisition, heartbeats and
 // release, Client.Do, elections, semaphores, multi-key acquisition,
@@ -65,7 +65,7 @@
 //			defer a.Close()
 //			b, _ := dynamolock.New(hostB, "locks", opts...)
 //			defer b.Close()
-//			if _, err := a.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+//			if _, err := a.CreateTableIfNotExists(ctx); err != nil {
 //				t.Fatal(err)
 //			}
 //			leader, err := a.NewElection("leader").Campaign(ctx, nil)

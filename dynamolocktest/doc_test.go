@@ -29,7 +29,7 @@ func TestFailover(t *testing.T) {
 		defer a.Close()
 		b, _ := dynamolock.New(hostB, "locks", opts...)
 		defer b.Close()
-		if _, err := a.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+		if _, err := a.CreateTableIfNotExists(ctx); err != nil {
 			t.Fatal(err)
 		}
 		leader, err := a.NewElection("leader").Campaign(ctx, nil)

@@ -25,7 +25,7 @@ func Example() {
 		panic(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+	if _, err := c.CreateTableIfNotExists(ctx); err != nil {
 		panic(err)
 	}
 
@@ -61,7 +61,7 @@ func Example_failover() {
 	defer a.Close()
 	b, _ := dynamolock.New(hostB, "locks", opts...)
 	defer b.Close()
-	if _, err := a.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+	if _, err := a.CreateTableIfNotExists(ctx); err != nil {
 		panic(err)
 	}
 
@@ -106,7 +106,7 @@ func Example_guardedWrite() {
 	defer w1.Close()
 	w2, _ := dynamolock.New(conn2, "locks", opts...)
 	defer w2.Close()
-	if _, err := w1.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+	if _, err := w1.CreateTableIfNotExists(ctx); err != nil {
 		panic(err)
 	}
 	// The worker's own table.

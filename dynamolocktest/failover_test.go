@@ -32,7 +32,7 @@ func TestFailoverInVirtualTime(t *testing.T) {
 		}
 		a := newClient(t, hostA, opts...)
 		b := newClient(t, hostB, opts...)
-		if _, err := a.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+		if _, err := a.CreateTableIfNotExists(ctx); err != nil {
 			t.Fatal(err)
 		}
 
@@ -100,7 +100,7 @@ func TestGuardedWriteFailsAfterTakeover(t *testing.T) {
 		opts := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(20 * time.Second), dynamolock.WithHeartbeatPeriod(5 * time.Second)}
 		c1 := newClient(t, w1, opts...)
 		c2 := newClient(t, w2, opts...)
-		if _, err := c1.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+		if _, err := c1.CreateTableIfNotExists(ctx); err != nil {
 			t.Fatal(err)
 		}
 		createDataTable(ctx, t, w1)
@@ -180,7 +180,7 @@ func TestRecipesAndListings(t *testing.T) {
 		opts := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(20 * time.Second), dynamolock.WithHeartbeatPeriod(5 * time.Second)}
 		c := newClient(t, conn, opts...)
 		other := newClient(t, db.Conn(), opts...)
-		if _, err := c.CreateTableIfNotExistsWithContext(ctx, "locks"); err != nil {
+		if _, err := c.CreateTableIfNotExists(ctx); err != nil {
 			t.Fatal(err)
 		}
 

@@ -239,7 +239,7 @@ func ensureTable(ctx context.Context, cfg *config, client *dynamolock.Client) er
 // and checks an existing table's key schema. It reports false when the
 // table already existed.
 func createTable(ctx context.Context, cfg *config, client *dynamolock.Client) (bool, error) {
-	return client.CreateTableIfNotExistsWithContext(ctx, cfg.table)
+	return client.CreateTableIfNotExists(ctx)
 }
 
 // lockJSON is a lock as list --json and show --json print it.

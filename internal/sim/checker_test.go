@@ -309,7 +309,7 @@ func (w *world) sortedTracked() []*tracked {
 }
 
 func (w *world) leaseLeft(l *dynamolock.Lock) time.Duration {
-	// Not exact (the lookup time is private); the trace has the details.
+	// Not exact (the holder's sentAt is private); the trace has the details.
 	return l.LeaseDuration()
 }
 

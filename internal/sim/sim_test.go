@@ -491,6 +491,13 @@ func (w *world) track(cl *simClient, l *dynamolock.Lock, how string) {
 		w.tracef("%s %s %s: the same lock again (token %d)", cl.name, how, l.PartitionKey(), l.FencingToken())
 		return
 	}
+	// Invariant 13: an acquisition never returns a lock already lost. The
+	// call returns at the instant checked here (virtual time stands still
+	// while this goroutine runs), so a lost lock was lost before the
+	// caller got it: it must have kept trying or failed instead.
+	if err := l.Err(); err != nil && !errors.Is(err, dynamolock.ErrLockAlreadyReleased) {
+		w.violate(13, "%s %s %s returned a lock already lost (token %d, lease %s, lease end %s): %v", cl.name, how, l.PartitionKey(), l.FencingToken(), l.LeaseDuration(), l.Expiration().Sub(w.start).Round(time.Millisecond), err)
+	}
 	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(), token: l.FencingToken(), client: cl}
 	w.tracked[l] = tr
 	w.tracef("%s %s %s: granted, token %d rvn %.8s lease %s", cl.name, how, tr.pk, tr.token, l.RecordVersionNumber(), l.LeaseDuration())

@@ -9,42 +9,41 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// adopt turns the write of this call that w's item shows into held, registered
-// locks: w's own item, or, for a transaction, every key's, read back.
-func (a *acquisition) adopt(ctx context.Context, w *watch, at attempt) ([]*Lock, error) {
+// claim takes as granted a write of this call whose answer was lost, once
+// w's item shows it: w's own item becomes a held, registered lock, or, for
+// a transaction, every key's item, read back.
+func (a *acquisition) claim(ctx context.Context, w *watch, at attempt) ([]*Lock, error) {
 	if a.mode == modeAll {
-		return a.adoptAll(ctx, w.v.rec.rvn, at)
+		return a.holdAll(ctx, w.v.rec.rvn, at)
 	}
-	l, err := a.adoptItem(ctx, w, w.v.raw, at)
+	l, err := a.holdItem(ctx, w, w.v.raw, at)
 	if err != nil {
 		return nil, err
 	}
 	return []*Lock{l}, nil
 }
 
-// adoptItem turns an item this call wrote into a held, registered lock.
+// holdItem turns an item this call wrote into a held, registered lock.
 // An item that landed but cannot be decoded is released again (undo):
 // nobody could use it. Writes of this call on other keys (a semaphore's
 // slots) that may have landed are released again.
-func (a *acquisition) adoptItem(ctx context.Context, w *watch, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
+func (a *acquisition) holdItem(ctx context.Context, w *watch, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
 	rec, err := a.c.cfg.schema.decodeItem(item)
 	if err != nil {
 		return nil, notGranted(err, "key %q: the lock item this client wrote cannot be interpreted; it is released again", w.key)
 	}
-	return a.adoptRecord(ctx, w, rec, at)
+	return a.holdRecord(ctx, w, rec, at)
 }
 
-// adoptRecord is adoptItem for the item rec decoded.
-func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
+// holdRecord is holdItem for the item rec decoded.
+func (a *acquisition) holdRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
 	c := a.c
 	l := a.newLock(w, rec, at)
-	// Registered before its RVN leaves inflight, so that a waiter here that
-	// sees the item always finds the lock held or in flight here (sleep).
-	err := c.register(ctx, l)
+	err := c.register(ctx, l) // then its RVNs settle (see here, rule 1)
 	for rvn, at := range a.attempts {
 		if len(at.on) == 1 && at.on[0] == w {
 			delete(a.attempts, rvn) // nothing to undo on w: the lock is held, or register ended it
-			c.inflight.Delete(rvn)
+			c.here.settled(rvn)
 		}
 	}
 	if len(a.attempts) > 0 {
@@ -57,16 +56,16 @@ func (a *acquisition) adoptRecord(ctx context.Context, w *watch, rec *lockRecord
 	if err != nil {
 		return nil, err
 	}
-	c.observations.forget(w.regKey)
+	c.here.forget(w.regKey)
 	l.log(slog.LevelInfo, "lock acquired", slogDuration("waited", a.c.since(a.start)))
 	return l, nil
 }
 
-// adoptAll reads back every key a committed transaction wrote (its RVN
+// holdAll reads back every key a committed transaction wrote (its RVN
 // rvn) and registers the locks. The reads give each lock its fencing token
 // and the item's data and attributes. If they fail, the call gives up and
 // undo releases every key.
-func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*Lock, error) {
+func (a *acquisition) holdAll(ctx context.Context, rvn string, at attempt) ([]*Lock, error) {
 	c := a.c
 	locks := make([]*Lock, len(a.watches))
 	for i, w := range a.watches {
@@ -95,10 +94,8 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 		return nil, nil
 	}
 	clear(a.attempts) // from here on the locks release themselves
-	// Registered before the RVN leaves inflight (as in adoptRecord), so
-	// that a reentrant acquisition here that sees a key's item always
-	// finds the lock held or in flight here, and never takes it over.
-	defer c.inflight.Delete(rvn)
+	// The RVN settles after the registers (see here, rule 1).
+	defer c.here.settled(rvn)
 	for i, l := range locks {
 		if err := c.register(ctx, l); err != nil {
 			// register released l itself; release the others, registered
@@ -111,7 +108,7 @@ func (a *acquisition) adoptAll(ctx context.Context, rvn string, at attempt) ([]*
 			}
 			return nil, err
 		}
-		c.observations.forget(l.regKey())
+		c.here.forget(l.regKey())
 	}
 	c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", a.c.since(a.start)))
 	return locks, nil

@@ -1,0 +1,176 @@
+package dynamolock
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// capacityMeter measures the renewal rate a client's heartbeat workers
+// sustain, the capacity that admission control (see [Client.admit])
+// compares the held locks' need with. The scheduler's loop feeds it (beat
+// for every successful heartbeat, idle when a worker is free) and is the
+// only goroutine that writes it; admission reads what it publishes
+// (capacity, roundTrip) from any goroutine.
+type capacityMeter struct {
+	workers int // WithHeartbeatConcurrency
+
+	// Published (float64 bits; nanoseconds).
+	capacityBits  atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
+	rttNanos      atomic.Int64  // the moving average of beats' round trips
+	riseFromNanos atomic.Int64  // Unix ns from which a stale saturated rate rises (see capacityAt); 0: it does not
+
+	// Owned by the scheduler's loop goroutine.
+	rtt time.Duration // moving average of successful beats' round trips
+	// The renewal rate measured while every worker was busy: a window
+	// counts successful beats, and measures the rate if no worker was
+	// ever free during it.
+	windowStart time.Time
+	windowBeats int
+	windowIdle  bool        // a worker was free at some point of the window
+	satWindows  []satWindow // the last saturated windows, oldest first
+	satRate     float64     // the lowest rate of those in measureMemory, or risen since; 0: none yet
+	satAt       time.Time   // when the last saturated window ended
+}
+
+func newCapacityMeter(workers int) capacityMeter {
+	return capacityMeter{workers: workers, satWindows: make([]satWindow, 0, measureMemory/measureWindow)}
+}
+
+// beat counts a successful heartbeat that took rtt, ending at now.
+func (m *capacityMeter) beat(rtt time.Duration, now time.Time) {
+	if m.rtt == 0 {
+		m.rtt = rtt
+	} else {
+		m.rtt += (rtt - m.rtt) / 8
+	}
+	m.rttNanos.Store(int64(m.rtt))
+	m.measure(now)
+}
+
+// idle records that a worker was free: the current window measures no
+// saturated rate.
+func (m *capacityMeter) idle() { m.windowIdle = true }
+
+// capacity is the renewal rate per second the workers sustain, as last
+// measured; 0 before the first successful beat.
+func (m *capacityMeter) capacity() float64 { return math.Float64frombits(m.capacityBits.Load()) }
+
+// capacityAt is capacity as of now: a stale saturated rate keeps rising by
+// a quarter for every whole window that passed since the last beat ended
+// (up to workers / round trip). A window in which no beat ended had a free
+// worker: without this, a client that holds nothing sends no beat, no
+// window closes, and a rate measured in one slow moment would keep every
+// acquisition out for good (issue 21, invariant 14 of the simulation).
+func (m *capacityMeter) capacityAt(now time.Time) float64 {
+	c := m.capacity()
+	from := m.riseFromNanos.Load()
+	rtt := m.roundTrip()
+	if c == 0 || from == 0 || rtt <= 0 {
+		return c
+	}
+	k := (now.UnixNano() - from) / int64(measureWindow)
+	if k <= 0 {
+		return c
+	}
+	return rise(c, k, float64(m.workers)/rtt.Seconds())
+}
+
+// rise is a stale saturated rate after k windows with a free worker: a
+// quarter more for each, never above little (workers / round trip) nor
+// below rate.
+func rise(rate float64, k int64, little float64) float64 {
+	return max(rate, min(rate*math.Pow(1.25, float64(min(k, 64))), little))
+}
+
+// roundTrip is the moving average of heartbeats' round trips; 0 before the
+// first successful beat.
+func (m *capacityMeter) roundTrip() time.Duration { return time.Duration(m.rttNanos.Load()) }
+
+// measure counts a successful beat and publishes the capacity: the lowest
+// rate of the windows of the last measureMemory in which every worker
+// stayed busy (what the workers and DynamoDB together sustained at their
+// worst: a lock admitted at the average rate is lost in the next dip that
+// lasts longer than its lease's slack), or, before any such window,
+// workers / round trip (Little's law, from the moving average of recent
+// beats' round trips), which overestimates when the workers are not the
+// bottleneck.
+//
+// Windows with a free worker measure no rate (the beats that end in one
+// may have waited on DynamoDB in the window before). So that a short
+// slowdown does not keep admission shut for good once beats are fast
+// again (issue 21), a
+// saturated rate older than measureHorizon rises by a quarter with every
+// such window (up to workers / round trip), and the next saturated window
+// replaces it outright. It rises step by step, not at once, because
+// bursts leave windows with a free worker while DynamoDB is saturated, and
+// jumping to Little's law then would admit far more than it can renew.
+// Admission binds only once the held locks need more than a period allows
+// (lease ≥ 2 periods): the scheduler is saturated then and measures a
+// fresh rate every window.
+func (m *capacityMeter) measure(now time.Time) {
+	m.windowBeats++
+	little := float64(m.workers) / m.rtt.Seconds()
+	if elapsed := now.Sub(m.windowStart); elapsed >= measureWindow {
+		rate := float64(m.windowBeats) / elapsed.Seconds()
+		stale := now.Sub(m.satAt) > measureHorizon
+		switch {
+		case m.windowStart.IsZero():
+		case !m.windowIdle:
+			if stale {
+				m.satWindows = m.satWindows[:0] // the next saturated window starts afresh
+			}
+			if len(m.satWindows) == cap(m.satWindows) {
+				m.satWindows = append(m.satWindows[:0], m.satWindows[1:]...)
+			}
+			m.satWindows = append(m.satWindows, satWindow{end: now, rate: rate})
+			m.satRate = math.Inf(1)
+			for _, w := range m.satWindows {
+				if now.Sub(w.end) <= measureMemory {
+					m.satRate = min(m.satRate, w.rate)
+				}
+			}
+			m.satAt = now
+		case m.satRate > 0 && stale:
+			// One window, or as many as passed with no beat since the
+			// last one closed (past the horizon): capacityAt has been
+			// answering that since.
+			k := now.Sub(later(m.windowStart, m.satAt.Add(measureHorizon))) / measureWindow
+			m.satRate = rise(m.satRate, max(int64(k), 1), little)
+		}
+		m.windowStart, m.windowBeats, m.windowIdle = now, 0, false
+	}
+	capacity := m.satRate
+	if capacity == 0 {
+		capacity = little
+	}
+	m.capacityBits.Store(math.Float64bits(capacity))
+	var riseFrom int64
+	if m.satRate > 0 && capacity < little {
+		riseFrom = later(m.windowStart, m.satAt.Add(measureHorizon)).UnixNano()
+	}
+	m.riseFromNanos.Store(riseFrom)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// measureWindow is how long a window of the saturated rate lasts, and
+// measureHorizon how long a saturated rate stands as measured after the
+// last window that measured it.
+const (
+	measureWindow  = 500 * time.Millisecond
+	measureHorizon = 3 * time.Second
+	measureMemory  = 10 * time.Second // satWindows holds this many windows
+)
+
+// satWindow is one saturated window's end and rate.
+type satWindow struct {
+	end  time.Time
+	rate float64
+}

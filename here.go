@@ -1,0 +1,294 @@
+package dynamolock
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// here is what one client's acquisitions, locks and heartbeats share about
+// keys inside the process:
+//
+//   - the registry: the locks the client holds, by registry key;
+//   - in flight: the RVNs of acquiring writes sent and not yet settled
+//     (answered, held, undone or given up);
+//   - wake-ups: acquisitions waiting for a key this client holds learn at
+//     once that the lock ended here, instead of at their next poll (other
+//     processes still poll, and the woken waiter still has to win the same
+//     conditional write);
+//   - gates: reentrant acquisitions of one key take turns;
+//   - observations: the RVN last seen in another owner's item per key, and
+//     when it was first seen, so that FailIfLocked can take over a dead
+//     owner's lock across calls.
+//
+// Its methods are safe for concurrent use. The rules that keep these
+// agreeing, which the callers follow:
+//
+//  1. A lock is added to the registry (add) before the RVN of the write
+//     that took it leaves in flight (settled). So a waiter here that sees
+//     an item this client wrote always finds it held or in flight here
+//     (heldOrInFlight), and a reentrant acquisition never takes over a
+//     write of its own client whose answer has not come yet.
+//  2. Ending a lock (end) takes it out of the registry, then closes its
+//     Done, then wakes the acquisitions here that watch its key: whoever
+//     wakes on either and asks again does not find the lock. A waiter
+//     watches a key (watch) before it decides to sleep, so an end from
+//     then on always wakes it.
+//  3. Before each call on a key an acquisition notes the count of locks
+//     ended here on any key (noteCall, the one place that sets
+//     watch.endsBefore); endedSince then tells whether the holder here
+//     that the answer named may have ended since.
+//  4. A key's observation is forgotten once a lock on it is held here.
+type here struct {
+	mu    sync.RWMutex
+	locks map[string]*Lock // the registry; guarded by mu
+
+	inflight sync.Map // RVN → struct{}
+
+	wakeMu sync.Mutex
+	wakes  map[string]*wakeup // guarded by wakeMu
+	ended  atomic.Uint64      // locks that ended here, on any key
+
+	gates keyGates
+	seen  observations
+}
+
+func newHere(maxObservations int) here {
+	return here{locks: make(map[string]*Lock), seen: observations{m: make(map[string]observation), max: maxObservations}}
+}
+
+// held returns the lock held here for regKey, if any.
+func (h *here) held(regKey string) *Lock {
+	h.mu.RLock()
+	l := h.locks[regKey]
+	h.mu.RUnlock()
+	if l == nil || !l.held() {
+		return nil // ending: it leaves the registry in a moment
+	}
+	return l
+}
+
+// count is the number of locks in the registry.
+func (h *here) count() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.locks)
+}
+
+// all returns the locks in the registry.
+func (h *here) all() []*Lock {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	locks := make([]*Lock, 0, len(h.locks))
+	for _, l := range h.locks {
+		locks = append(locks, l)
+	}
+	return locks
+}
+
+// add registers l (rule 1) and returns the lock of its key it replaced, if
+// any.
+func (h *here) add(l *Lock) (prev *Lock) {
+	h.mu.Lock()
+	k := l.regKey()
+	prev = h.locks[k]
+	h.locks[k] = l
+	h.mu.Unlock()
+	return prev
+}
+
+// end takes l out of the registry (unless another lock of its key replaced
+// it there), then cancels its end context (closing Done) with reason, then
+// wakes the acquisitions watching its key: rule 2.
+func (h *here) end(l *Lock, cancel context.CancelCauseFunc, reason error) {
+	k := l.regKey()
+	h.mu.Lock()
+	if h.locks[k] == l {
+		delete(h.locks, k)
+	}
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel(reason)
+	}
+	h.wake(k)
+}
+
+// sending records rvn, an acquiring write about to be sent, as in flight.
+func (h *here) sending(rvn string) { h.inflight.Store(rvn, struct{}{}) }
+
+// settled takes rvn out of flight: after the lock it took is added (rule
+// 1), or once it was undone or given up.
+func (h *here) settled(rvn string) { h.inflight.Delete(rvn) }
+
+// inFlight reports whether rvn is an acquiring write of this client not
+// yet settled.
+func (h *here) inFlight(rvn string) bool {
+	_, ok := h.inflight.Load(rvn)
+	return ok
+}
+
+// heldOrInFlight reports whether a lock on regKey is held here, or rvn is
+// an acquiring write of this client not yet settled (rule 1: one or the
+// other while the item shows this client's write).
+func (h *here) heldOrInFlight(regKey, rvn string) bool {
+	return h.held(regKey) != nil || h.inFlight(rvn)
+}
+
+// noteCall records in w, before a call on its key, the count of locks
+// ended here (rule 3).
+func (h *here) noteCall(w *watch) { w.endsBefore = h.ended.Load() }
+
+// endedSince reports whether a lock ended here, on any key, since the last
+// call on w's key.
+func (h *here) endedSince(w *watch) bool { return h.ended.Load() != w.endsBefore }
+
+type wakeup struct {
+	ch     chan struct{} // closed when a lock on the key ends here
+	refs   int
+	notify []chan<- struct{} // also told, without blocking (an acquisition waiting on several keys)
+}
+
+// watch returns a channel closed when a lock on regKey ends here, and the
+// function that stops watching. notify, when not nil, is also sent to
+// (without blocking) when that happens, so that one wait can watch several
+// keys.
+func (h *here) watch(regKey string, notify chan<- struct{}) (<-chan struct{}, func()) {
+	h.wakeMu.Lock()
+	defer h.wakeMu.Unlock()
+	if h.wakes == nil {
+		h.wakes = make(map[string]*wakeup)
+	}
+	u := h.wakes[regKey]
+	if u == nil {
+		u = &wakeup{ch: make(chan struct{})}
+		h.wakes[regKey] = u
+	}
+	u.refs++
+	if notify != nil {
+		u.notify = append(u.notify, notify)
+	}
+	return u.ch, func() {
+		h.wakeMu.Lock()
+		defer h.wakeMu.Unlock()
+		if i := slices.Index(u.notify, notify); notify != nil && i >= 0 {
+			u.notify = slices.Delete(u.notify, i, i+1)
+		}
+		if u.refs--; u.refs == 0 && h.wakes[regKey] == u {
+			delete(h.wakes, regKey)
+		}
+	}
+}
+
+// wake counts a lock's end and wakes every acquisition watching regKey.
+func (h *here) wake(regKey string) {
+	h.ended.Add(1)
+	h.wakeMu.Lock()
+	defer h.wakeMu.Unlock()
+	if u := h.wakes[regKey]; u != nil {
+		close(u.ch)
+		for _, n := range u.notify {
+			select {
+			case n <- struct{}{}:
+			default:
+			}
+		}
+		delete(h.wakes, regKey)
+	}
+}
+
+// takeTurn waits for regKey's turn among reentrant acquisitions until ctx
+// ends, and returns the function that gives the turn back.
+func (h *here) takeTurn(ctx context.Context, regKey string) (leave func(), err error) {
+	return h.gates.enter(ctx, regKey)
+}
+
+// observe records that regKey carried rvn at now and returns when this
+// client first saw that rvn on it.
+func (h *here) observe(regKey, rvn string, now time.Time) time.Time {
+	return h.seen.observe(regKey, rvn, now)
+}
+
+// forget drops regKey's observation (rule 4).
+func (h *here) forget(regKey string) { h.seen.forget(regKey) }
+
+// keyGates lets callers take turns per key: one at a time on a key, none
+// waiting on another key, and every wait ending with its context.
+type keyGates struct {
+	mu sync.Mutex
+	m  map[string]*keyGate
+}
+
+type keyGate struct {
+	turn chan struct{} // capacity one: holding the turn is having sent
+	refs int           // callers holding or waiting for the turn
+}
+
+func (g *keyGates) enter(ctx context.Context, key string) (leave func(), err error) {
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = make(map[string]*keyGate)
+	}
+	gate := g.m[key]
+	if gate == nil {
+		gate = &keyGate{turn: make(chan struct{}, 1)}
+		g.m[key] = gate
+	}
+	gate.refs++
+	g.mu.Unlock()
+	select {
+	case gate.turn <- struct{}{}:
+		return func() {
+			<-gate.turn
+			g.drop(key, gate)
+		}, nil
+	case <-ctx.Done():
+		g.drop(key, gate)
+		return nil, context.Cause(ctx)
+	}
+}
+
+func (g *keyGates) drop(key string, gate *keyGate) {
+	g.mu.Lock()
+	gate.refs--
+	if gate.refs == 0 {
+		delete(g.m, key)
+	}
+	g.mu.Unlock()
+}
+
+// observations is bounded: when full, an arbitrary entry is dropped (it
+// only delays a takeover).
+type observations struct {
+	mu  sync.Mutex
+	m   map[string]observation
+	max int
+}
+
+type observation struct {
+	rvn  string
+	seen time.Time
+}
+
+func (o *observations) observe(key, rvn string, now time.Time) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ob, ok := o.m[key]; ok && ob.rvn == rvn {
+		return ob.seen
+	}
+	if len(o.m) >= o.max {
+		for k := range o.m {
+			delete(o.m, k)
+			break
+		}
+	}
+	o.m[key] = observation{rvn: rvn, seen: now}
+	return now
+}
+
+func (o *observations) forget(key string) {
+	o.mu.Lock()
+	delete(o.m, key)
+	o.mu.Unlock()
+}
