@@ -239,14 +239,20 @@ func (k *simClock) WithDeadline(ctx context.Context, deadline time.Time) (contex
 	if pd, ok := ctx.Deadline(); ok && pd.Before(d.deadline) {
 		d.deadline = pd
 	}
-	stop := k.afterFunc(deadline.Sub(k.Now()), func() {
+	expire := func() {
 		d.mu.Lock()
+		defer d.mu.Unlock()
 		if cctx.Err() == nil {
 			d.expired = true
+			cancel(context.DeadlineExceeded)
 		}
-		d.mu.Unlock()
-		cancel(context.DeadlineExceeded)
-	})
+	}
+	left := deadline.Sub(k.Now())
+	if left <= 0 { // as context.WithDeadline: already done when it returns
+		expire()
+		return d, func() { cancel(context.Canceled) }
+	}
+	stop := k.afterFunc(left, expire)
 	return d, func() {
 		stop()
 		cancel(context.Canceled)
