@@ -147,6 +147,11 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 	locks, err := a.run(ctx)
 	defer func() { admitted.end(err == nil) }()
 	if err != nil {
+		for _, w := range a.watches {
+			if w.woken {
+				a.c.here.passOn(w.regKey) // see here.wake
+			}
+		}
 		// One bounded wait for both clean-ups, even when ctx has ended.
 		cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 		a.undo(cctx)

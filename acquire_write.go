@@ -62,8 +62,8 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 			return nil, a.learn(ctx, w, item, nil)
 		}
 		l, err := a.holdItem(ctx, w, item, at)
-		if err != nil {
-			return nil, err
+		if l == nil || err != nil {
+			return nil, err // no lock: lost before it could be returned; decided anew
 		}
 		return []*Lock{l}, nil
 	}
@@ -197,8 +197,8 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 			return nil, nil
 		}
 		l, err := a.holdRecord(ctx, w, rec, at)
-		if err != nil {
-			return nil, err
+		if l == nil || err != nil {
+			return nil, err // no lock: lost before it could be returned; decided anew
 		}
 		return []*Lock{l}, nil
 	}
@@ -317,19 +317,30 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 // counts from.
 func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
 	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4+len(o.additionalAttributes)), tokenBase: uint64(sent.UnixMicro())}
+	w.remove = w.removeArray[:0]
 	b := newExprBuilder()
 	w.set[attrOwnerName] = attrS(c.cfg.ownerName)
 	w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
 	w.set[attrRVN] = attrS(rvn)
-	set := "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", w.set[attrOwnerName]) +
-		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", w.set[attrLeaseDuration]) +
-		", " + b.name("#v", attrRVN) + " = " + b.value(":v", w.set[attrRVN])
-	remove := " REMOVE " + b.name("#r", attrIsReleased) + c.removeStaleExpiry(b)
+	// The expressions are constant strings where they can be: no
+	// allocation for them in the common case.
+	b.name("#o", attrOwnerName)
+	b.value(":o", w.set[attrOwnerName])
+	b.name("#l", attrLeaseDuration)
+	b.value(":l", w.set[attrLeaseDuration])
+	b.name("#v", attrRVN)
+	b.value(":v", w.set[attrRVN])
+	set := "SET #o = :o, #l = :l, #v = :v"
+	b.name("#r", attrIsReleased)
+	remove := " REMOVE #r"
 	w.remove = append(w.remove, attrIsReleased)
 	if c.cfg.clockSkewBound <= 0 {
+		// Without WithClockSkewBound no stored expiry outlives the holder
+		// that renewed it.
+		expiryAttrs(b)
+		remove = " REMOVE #r, #x, #xr"
 		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
 	}
-	data := &types.AttributeValueMemberB{Value: o.data}
 	// The lock keeps a copy: the caller may reuse its slice.
 	kept := func() types.AttributeValue { return &types.AttributeValueMemberB{Value: bytes.Clone(o.data)} }
 	switch {
@@ -337,10 +348,10 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 		remove += ", " + b.name("#d", attrData)
 		w.remove = append(w.remove, attrData)
 	case o.replaceData:
-		set += ", " + b.name("#d", attrData) + " = " + b.value(":d", data)
+		set += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: o.data})
 		w.set[attrData] = kept()
 	case o.data != nil:
-		set += ", #d = if_not_exists(" + b.name("#d", attrData) + ", " + b.value(":d", data) + ")"
+		set += ", #d = if_not_exists(" + b.name("#d", attrData) + ", " + b.value(":d", &types.AttributeValueMemberB{Value: o.data}) + ")"
 		w.dataIfAbsent = kept()
 	}
 	i := 0
@@ -358,9 +369,9 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
 		b.value(":base", attrN(w.tokenBase)) + ") + " + b.value(":one", attrN(1))
 	set += c.expirySets(b, sent, o.lease, rvn)
-	for alias, attr := range map[string]string{":x": attrLeaseExpiresAt, ":xr": attrLeaseExpiresRVN, ":t": c.cfg.ttlAttribute} {
-		if v, ok := b.values[alias]; ok {
-			w.set[attr] = v
+	for _, e := range [...]struct{ alias, attr string }{{":x", attrLeaseExpiresAt}, {":xr", attrLeaseExpiresRVN}, {":t", c.cfg.ttlAttribute}} {
+		if v, ok := b.values[e.alias]; ok {
+			w.set[e.attr] = v
 		}
 	}
 
@@ -393,8 +404,9 @@ type acquiredItem struct {
 	set          map[string]types.AttributeValue
 	dataIfAbsent types.AttributeValue // data, where the item has none
 	remove       []string
-	queueRemove  []string // entries removed from the fair queue
-	tokenBase    uint64   // the fencing token of an item that has none
+	removeArray  [4]string // remove's first array: at most four names in the common case
+	queueRemove  []string  // entries removed from the fair queue
+	tokenBase    uint64    // the fencing token of an item that has none
 }
 
 // after is the item as the write left it, given key and the item before

@@ -17,7 +17,7 @@ import (
 // classified (a missing table, a key the table rejects, an endpoint that
 // cannot be reached or spoken to) the same way wherever it is sent. Writes
 // also check the table once (tablecheck.go) and record what their HTTP
-// attempts showed (see writeAttempts).
+// attempts showed (see startWrite).
 
 // The optional interfaces of a DynamoDBClient that some operations need;
 // *dynamodb.Client has them all.
@@ -53,29 +53,29 @@ func (c *Client) getItem(ctx context.Context, key map[string]types.AttributeValu
 	return out.Item, nil
 }
 
-// updateItem sends one conditional UpdateItem: a write (see write).
+// updateItem sends one conditional UpdateItem: a write (see startWrite).
 func (c *Client) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-	var out *dynamodb.UpdateItemOutput
-	err := c.write(ctx, "UpdateItem", func(opt func(*dynamodb.Options)) (err error) {
-		out, err = c.db.UpdateItem(ctx, in, opt)
-		return err
-	})
-	return out, err
+	t, err := c.startWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.db.UpdateItem(ctx, in, t.opts[:]...)
+	return out, c.endWrite(ctx, "UpdateItem", t, err)
 }
 
-// deleteItem sends one conditional DeleteItem: a write (see write).
+// deleteItem sends one conditional DeleteItem: a write (see startWrite).
 func (c *Client) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
-	var out *dynamodb.DeleteItemOutput
-	err := c.write(ctx, "DeleteItem", func(opt func(*dynamodb.Options)) (err error) {
-		out, err = c.db.DeleteItem(ctx, in, opt)
-		return err
-	})
-	return out, err
+	t, err := c.startWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.db.DeleteItem(ctx, in, t.opts[:]...)
+	return out, c.endWrite(ctx, "DeleteItem", t, err)
 }
 
-// transactWriteItems sends one TransactWriteItems: a write (see write).
-// feature names the caller's operation for the error when the client
-// cannot send transactions.
+// transactWriteItems sends one TransactWriteItems: a write (see
+// startWrite). feature names the caller's operation for the error when
+// the client cannot send transactions.
 func (c *Client) transactWriteItems(ctx context.Context, feature string, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 	tw, ok := c.db.(transactWriteAPI)
 	if !ok {
@@ -87,12 +87,12 @@ func (c *Client) transactWriteItems(ctx context.Context, feature string, in *dyn
 	if err := c.table.transactions(c.cfg.tableName, feature); err != nil {
 		return nil, err
 	}
-	var out *dynamodb.TransactWriteItemsOutput
-	err := c.write(ctx, "TransactWriteItems", func(opt func(*dynamodb.Options)) (err error) {
-		out, err = tw.TransactWriteItems(ctx, in, opt)
-		return err
-	})
-	return out, err
+	t, err := c.startWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := tw.TransactWriteItems(ctx, in, t.opts[:]...)
+	return out, c.endWrite(ctx, "TransactWriteItems", t, err)
 }
 
 // canTransact reports whether the client can send TransactWriteItems.
@@ -204,18 +204,24 @@ func (c *Client) done(ctx context.Context, op string, err error) error {
 	return c.classifyAs(ctx, op, err, false)
 }
 
-// write sends one write named op through send, which passes opt to the
-// SDK call. The table is checked first (once per client; see checkTable):
-// a write the check refuses is never sent. opt records every HTTP attempt
-// of the call; when the SDK retried after an attempt whose outcome is
-// unknown (its answer was lost), the error says so (mayHaveLanded), even
-// when the last attempt was rejected: the earlier one may have landed.
-func (c *Client) write(ctx context.Context, op string, send func(opt func(*dynamodb.Options)) error) error {
+// startWrite prepares one write: the table is checked first (once per
+// client; see checkTable), and a write the check refuses is never sent.
+// The write passes t.opts to its SDK call, which records every HTTP
+// attempt of the call in t; endWrite then says, when the SDK retried after
+// an attempt whose outcome is unknown (its answer was lost), that the
+// write may have landed (mayHaveLanded), even when the last attempt was
+// rejected: the earlier one may have landed.
+func (c *Client) startWrite(ctx context.Context) (*writeAttempts, error) {
 	if err := c.checkTable(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	t := new(writeAttempts)
-	err := send(t.option)
+	t.opts[0] = t.option
+	return t, nil
+}
+
+// endWrite counts the write named op and classifies its error.
+func (c *Client) endWrite(ctx context.Context, op string, t *writeAttempts, err error) error {
 	c.metrics.call(ctx, op)
 	if err == nil {
 		return nil
@@ -226,9 +232,16 @@ func (c *Client) write(ctx context.Context, op string, send func(opt func(*dynam
 // writeAttempts records the HTTP attempts of one write, counted after the
 // SDK's retry step. A DynamoDBClient that ignores the SDK's options records
 // nothing: its calls are taken as one attempt each, as before.
+//
+// It rides on the call's options rather than its context, so that a
+// DynamoDBClient wrapper that sends the call with a context of its own
+// still records it. One allocation holds the record, the option slice
+// and (being a middleware itself) what the SDK's stack keeps: a write
+// costs two more, the option's and addMiddleware's method values.
 type writeAttempts struct {
 	n       atomic.Int32
-	unknown atomic.Bool // an attempt failed without an answer that says it did not apply
+	unknown atomic.Bool                // an attempt failed without an answer that says it did not apply
+	opts    [1]func(*dynamodb.Options) // t.option, for the SDK call's variadic options
 }
 
 func (t *writeAttempts) option(o *dynamodb.Options) {
@@ -236,10 +249,14 @@ func (t *writeAttempts) option(o *dynamodb.Options) {
 }
 
 func (t *writeAttempts) addMiddleware(stack *middleware.Stack) error {
-	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("dynamolockWriteAttempts", t.attempt), middleware.After)
+	return stack.Finalize.Add(t, middleware.After)
 }
 
-func (t *writeAttempts) attempt(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+// ID names the middleware in the SDK's stack.
+func (t *writeAttempts) ID() string { return "dynamolockWriteAttempts" }
+
+// HandleFinalize records one HTTP attempt of the write.
+func (t *writeAttempts) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 	out, md, err := next.HandleFinalize(ctx, in)
 	t.n.Add(1)
 	if err != nil && !rejected(err) && !neverSent(err) {

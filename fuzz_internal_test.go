@@ -6,6 +6,8 @@ package dynamolock
 
 import (
 	"errors"
+	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -163,11 +165,17 @@ func FuzzDecodeItem(f *testing.F) {
 // FuzzParseLease: a lease string parses to a non-negative duration that
 // formats and parses back to itself, or to an *ItemFormatError.
 func FuzzParseLease(f *testing.F) {
-	for _, s := range []string{"20s", "20000", "1h2m3.5s", "-1s", "0", "9223372036854", "9223372036855", "1e3", " 20s", "+5s", "µs", ""} {
+	for _, s := range []string{"20s", "20000", "1h2m3.5s", "-1s", "0", "9223372036854", "9223372036855", "1e3", " 20s", "+5s", "µs", "",
+		"+20000", "-5", "007", "+", "-", "0x10", "1_000"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := parseLease(s)
+		// The same outcome as ParseInt tried first on every string (before
+		// parseLease skipped it for strings it cannot accept).
+		if rd, rerr := parseLeaseParseIntFirst(s); rd != d || (rerr == nil) != (err == nil) || rerr != nil && rerr.Error() != err.Error() {
+			t.Fatalf("parseLease(%q) = %v, %v; ParseInt first: %v, %v", s, d, err, rd, rerr)
+		}
 		if err != nil {
 			var fe *ItemFormatError
 			if !errors.As(err, &fe) || fe.Attribute != attrLeaseDuration {
@@ -183,4 +191,18 @@ func FuzzParseLease(f *testing.F) {
 			t.Fatalf("parseLease(formatLease(%v)) = %v, %v", d, back, err)
 		}
 	})
+}
+
+func parseLeaseParseIntFirst(s string) (time.Duration, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+			return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "milliseconds out of range: " + s}
+		}
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "neither a Go duration nor milliseconds: " + strconv.Quote(s)}
+	}
+	return d, nil
 }

@@ -2,6 +2,7 @@ package dynamolock_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,4 +134,68 @@ func TestSameProcessWakeOnLossDoesNotTakeTheLock(t *testing.T) {
 	}
 	cancel()
 	require.ErrorIs(t, <-waited, context.Canceled)
+}
+
+// A release here wakes one plain waiter, not all of them (see the
+// contention figures in docs/BENCHMARKS.md). If the woken one gives up
+// without the lock (here: its context ends as it writes), the next waiter
+// must be woken, not left to its next poll a minute away.
+func TestSameProcessWakePassesOnWhenTheWokenWaiterGivesUp(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	type cancelKey struct{}
+	var armed atomic.Bool
+	acquiring := &faults.Rule{Op: "UpdateItem", Match: faults.Sets("ownerName"), Before: func(ctx context.Context) error {
+		if armed.CompareAndSwap(true, false) {
+			// The first waiter woken by the release: it gives up now.
+			ctx.Value(cancelKey{}).(context.CancelFunc)()
+			return faults.Canceled("UpdateItem", context.Canceled)
+		}
+		return nil
+	}}
+	fdb := faults.Wrap(db, acquiring)
+	c := newClient(t, fdb, table, dynamolock.WithLeaseDuration(20*time.Second), dynamolock.WithHeartbeatPeriod(5*time.Second))
+	held, err := c.AcquireLockWithContext(context.Background(), "k")
+	require.NoError(t, err)
+
+	const refresh = time.Minute
+	type result struct {
+		l   *dynamolock.Lock
+		err error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		ctx = context.WithValue(ctx, cancelKey{}, context.CancelFunc(cancel))
+		go func() {
+			l, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithRefreshPeriod(refresh),
+				dynamolock.WithAdditionalTimeToWaitForLock(refresh))
+			results <- result{l, err}
+		}()
+	}
+	waitFor(t, 5*time.Second, "both waiters' first writes, failed on the lock held here", func() bool { return fdb.Hits(acquiring) == 3 })
+	// Each waiter is asleep by now, or sees at once that a lock ended
+	// here since its write and writes again: either way the first of them
+	// to write after the release gives up, and the other must get the lock.
+	armed.Store(true)
+	_, err = c.ReleaseLockWithContext(context.Background(), held)
+	require.NoError(t, err)
+	var gaveUp, got int
+	for range 2 {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				require.ErrorIs(t, r.err, context.Canceled, "the woken waiter gave up")
+				gaveUp++
+				continue
+			}
+			assert.NoError(t, r.l.Err())
+			got++
+		case <-time.After(10 * time.Second):
+			t.Fatal("the other waiter was not woken when the first gave up: it sleeps to its next poll")
+		}
+	}
+	assert.Equal(t, 1, gaveUp)
+	assert.Equal(t, 1, got)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -267,8 +268,11 @@ func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 	if l.reader {
 		return c.guardedUpdate(l.itemKey(), b, readerRenewal(b, l.rare.readerID, w), l.conditionLocked(b, w.rvn))
 	}
-	update := "SET " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(w.rvn)) +
-		", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(w.lease)))
+	b.name("#v", attrRVN)
+	b.value(":v", attrS(w.rvn))
+	b.name("#l", attrLeaseDuration)
+	b.value(":l", attrS(formatLease(w.lease)))
+	update := "SET #v = :v, #l = :l" // a constant: no allocation for it
 	if w.opts.data != nil {
 		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: w.opts.data})
 	}
@@ -304,7 +308,7 @@ func (l *Lock) conditionLocked(b *exprBuilder, extra string) string {
 	maybe := l.renewal.maybe
 	maybe = maybe[max(0, len(maybe)-(maxINOperands-2)):]
 	for i, m := range maybe {
-		in += ", " + b.value(fmt.Sprintf(":m%d", i), attrS(m.rvn))
+		in += ", " + b.value(":m"+strconv.Itoa(i), attrS(m.rvn))
 		seen = seen || m.rvn == extra
 	}
 	if extra != "" && !seen {

@@ -270,16 +270,19 @@ func TestDoReleasesAndReturnsFnError(t *testing.T) {
 	assert.Equal(t, s("1"), item["isReleased"])
 }
 
-// 500 locks held by one client: the goroutine count does not grow with them.
+// 200 locks held by one client: the goroutine count does not grow with them.
 func TestGoroutinesDoNotGrowWithLocks(t *testing.T) {
 	table := newTable(t, "")
 	db, _ := newDB(t)
 	// A long lease: make test runs other packages' load tests beside this
-	// one. The locks need 25 renewals/s, so admission control admits them
-	// even where the race detector and a loaded machine let DynamoDB Local
-	// renew only ~80/s; the beats (333/s) still saturate the workers.
+	// one. The locks need 10 renewals/s (one per lease), which even the
+	// race detector on a loaded machine sustains (DynamoDB Local renewed
+	// only ~17/s in one such run); the beats (133/s) still saturate the
+	// workers, which is what this test is about. Admission control is off:
+	// it is not what this test checks, and under that load it rightly
+	// refuses some of the locks.
 	c := newClient(t, db, table, dynamolock.WithLeaseDuration(20*time.Second), dynamolock.WithHeartbeatPeriod(1500*time.Millisecond),
-		dynamolock.WithHeartbeatConcurrency(8))
+		dynamolock.WithHeartbeatConcurrency(8), dynamolock.WithHeartbeatAdmission(0))
 	ctx := context.Background()
 	_, err := c.AcquireLockWithContext(ctx, "first")
 	require.NoError(t, err)
@@ -288,7 +291,7 @@ func TestGoroutinesDoNotGrowWithLocks(t *testing.T) {
 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	for i := range 499 {
+	for i := range 199 {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -297,9 +300,9 @@ func TestGoroutinesDoNotGrowWithLocks(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Equal(t, 500, c.Stats().HeldLocks)
+	require.Equal(t, 200, c.Stats().HeldLocks)
 	sent := c.Stats().HeartbeatsSent
-	waitFor(t, 20*time.Second, "a round of heartbeats", func() bool { return c.Stats().HeartbeatsSent >= sent+500 })
+	waitFor(t, 20*time.Second, "a round of heartbeats", func() bool { return c.Stats().HeartbeatsSent >= sent+200 })
 	peak := libraryGoroutines()
 	assert.LessOrEqual(t, peak, base+8, "goroutines: at most the heartbeat concurrency more than with one lock")
 	assert.GreaterOrEqual(t, base, 1, "the scheduler runs")

@@ -17,7 +17,7 @@ func (a *acquisition) claim(ctx context.Context, w *watch, at attempt) ([]*Lock,
 		return a.holdAll(ctx, w.v.rec.rvn, at)
 	}
 	l, err := a.holdItem(ctx, w, w.v.raw, at)
-	if err != nil {
+	if l == nil || err != nil {
 		return nil, err
 	}
 	return []*Lock{l}, nil
@@ -26,7 +26,9 @@ func (a *acquisition) claim(ctx context.Context, w *watch, at attempt) ([]*Lock,
 // holdItem turns an item this call wrote into a held, registered lock.
 // An item that landed but cannot be decoded is released again (undo):
 // nobody could use it. Writes of this call on other keys (a semaphore's
-// slots) that may have landed are released again.
+// slots) that may have landed are released again; if the lock was lost
+// meanwhile (that undo and the heartbeats stalled past its lease), it
+// returns no lock and no error: the call takes a slot anew.
 func (a *acquisition) holdItem(ctx context.Context, w *watch, item map[string]types.AttributeValue, at attempt) (*Lock, error) {
 	rec, err := a.c.cfg.schema.decodeItem(item)
 	if err != nil {
@@ -52,6 +54,14 @@ func (a *acquisition) holdRecord(ctx context.Context, w *watch, rec *lockRecord,
 		cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 		a.undo(cctx)
 		cancel()
+		if err == nil && l.Err() != nil {
+			// Lost while the undo ran (never return a lock already lost):
+			// recorded as lost if it only lapsed, so it leaves the
+			// registry, and the slot is read anew.
+			_ = l.lose(ErrLeaseExpired, nil)
+			w.forget()
+			return nil, nil
+		}
 	}
 	if err != nil {
 		return nil, err

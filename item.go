@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -155,11 +156,15 @@ func uintAttr(item map[string]types.AttributeValue, name string) (uint64, error)
 // parseLease reads a lease written as a Go duration ("20s", dynamolock v2
 // and this client) or as decimal milliseconds ("20000", Amazon's Java client).
 func parseLease(s string) (time.Duration, error) {
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-			return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "milliseconds out of range: " + s}
+	// Only what ParseInt could accept is given to it: its error would be
+	// allocated for every item in the Go format.
+	if decimal(s) {
+		if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+			if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+				return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "milliseconds out of range: " + s}
+			}
+			return time.Duration(ms) * time.Millisecond, nil
 		}
-		return time.Duration(ms) * time.Millisecond, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
@@ -168,7 +173,36 @@ func parseLease(s string) (time.Duration, error) {
 	return d, nil
 }
 
-func formatLease(d time.Duration) string { return d.String() }
+// decimal reports whether s is an optional sign and decimal digits.
+func decimal(s string) bool {
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		s = s[1:]
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// formatLease writes a lease as a Go duration. The last one formatted is
+// kept: a client writes the same few leases over and over.
+func formatLease(d time.Duration) string {
+	if f := lastLease.Load(); f != nil && f.d == d {
+		return f.s
+	}
+	f := &formattedLease{d: d, s: d.String()}
+	lastLease.Store(f)
+	return f.s
+}
+
+type formattedLease struct {
+	d time.Duration
+	s string
+}
+
+var lastLease atomic.Pointer[formattedLease]
 
 // itemSize estimates the stored size of an item the way DynamoDB counts it
 // (attribute name bytes plus value bytes), rounding numbers up.

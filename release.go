@@ -97,6 +97,9 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	var err error
 	for follows := 0; ; follows++ {
 		err = c.sendRelease(ctx, l, deleteLock, o.data)
+		if err == nil {
+			break // before ccf, which would be allocated on every release
+		}
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
 			break
@@ -219,11 +222,14 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 		})
 		return err
 	}
-	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1"))
+	// Constant strings where they can be: no allocation for them.
+	b.name("#r", attrIsReleased)
+	b.value(":r", attrS("1"))
+	expiryAttrs(b) // the stored expiry goes: no later reader trusts it
+	update := "SET #r = :r REMOVE #x, #xr"
 	if data != nil {
-		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
+		update = "SET #r = :r, " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data}) + " REMOVE #x, #xr"
 	}
-	update += " REMOVE " + expiryAttrs(b)
 	_, err = c.updateItem(ctx, c.guardedUpdate(l.itemKey(), b, update, cond))
 	return err
 }

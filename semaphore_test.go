@@ -292,6 +292,35 @@ func TestSemaphoreLostAnswerOnOneSlot(t *testing.T) {
 	require.Equal(t, 1, held, "the other slot's write was released again")
 }
 
+// Found by the simulation (invariant 13, seed 93): a lost answer on one
+// slot, the next slot taken, then the undo of the first slot's write (and
+// every heartbeat) stalled past the lease: Acquire returned the second
+// slot's lock already lost. A lock lost while the call undid its other
+// writes is not returned: the call takes a slot anew, or fails.
+func TestSemaphoreNeverReturnsALockLostDuringItsUndo(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	var stallUntil atomic.Int64
+	lose := &faults.Rule{Op: "UpdateItem", Times: 1, LoseAnswer: true}
+	taken := &faults.Rule{Op: "UpdateItem", Times: 1, After: func(context.Context) {
+		stallUntil.Store(time.Now().Add(semLease + 500*time.Millisecond).UnixNano())
+	}}
+	stall := &faults.Rule{Op: "UpdateItem", Before: func(ctx context.Context) error {
+		return faults.Sleep(time.Until(time.Unix(0, stallUntil.Load())))(ctx)
+	}}
+	c := newClient(t, faults.Wrap(db, lose, taken, stall), table, semOpts...)
+	sem, err := c.NewSemaphore("jobs", 2)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*semLease)
+	defer cancel()
+	l, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Logf("Acquire failed (allowed): %v", err)
+		return
+	}
+	require.NoError(t, l.Err(), "Acquire returned %s's lock already lost", l.PartitionKey())
+}
+
 // A fair semaphore's write to a slot other than the first is a
 // transaction, read back after it. When the read-back answers after the
 // lease the transaction granted ran out (a pause, a slow read), the lock

@@ -96,12 +96,18 @@ func (a *acquisition) read(ctx context.Context, w *watch) (map[string]types.Attr
 	return item, nil
 }
 
+// noSameProcessHandover switches the same-process hand-over off (waiters
+// here then poll like any other): only TestContentionCosts sets it, to
+// measure what the hand-over is worth on a contended key.
+var noSameProcessHandover bool
+
 // sleep waits until the earliest read any key is due, or until a lock on
 // a waited key ends here, and returns the keys due now.
 //
 // While a key's item is held by this client, or written by one of its
 // acquisitions still waiting for the answer, a release or loss of that
-// lock here ends the wait at once (same-process hand-over). When the item
+// lock here ends the wait at once (same-process hand-over; of the plain
+// waiters, only the one that watched longest: see here.wake). When the item
 // names this client's owner but neither holds: if a lock ended here since
 // the call that showed it, that may have been it, so that key is due at
 // once; otherwise the holder is another client with the same owner name,
@@ -124,12 +130,12 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 		if wake.IsZero() || w.next.at.Before(wake) {
 			wake = w.next.at
 		}
-		if rec := w.v.rec; rec != nil && rec.owner == c.cfg.ownerName {
+		if rec := w.v.rec; rec != nil && rec.owner == c.cfg.ownerName && !noSameProcessHandover {
 			if notify == nil {
 				notify = make(chan struct{}, 1)
 			}
 			// Watch first (see here, rule 2).
-			ch, unwatch := c.here.watch(w.regKey, notify)
+			ch, unwatch := c.here.watch(w.regKey, notify, w.fair == nil && a.semFair == nil && len(a.watches) == 1)
 			defer unwatch()
 			chans = append(chans, watched{w, ch})
 			// The count is the client's, over every key: skip the wait

@@ -83,7 +83,9 @@ func (w *world) multi(cl *simClient, r *rand.Rand) {
 	ctx, cancel, cdesc := recipeCtx(cl, r)
 	defer cancel()
 	w.note("%s AcquireLocks %v (%s%s)", cl.name, keys, desc, cdesc)
+	done := w.asking(cl, len(keys))
 	locks, err := cl.c.AcquireLocks(ctx, keys, opts...)
+	done(err)
 	if err != nil {
 		w.mu.Lock()
 		w.tracef("%s AcquireLocks %v failed: %v", cl.name, keys, err)
@@ -119,7 +121,9 @@ func (w *world) semaphore(cl *simClient, r *rand.Rand) {
 	ctx, cancel, cdesc := recipeCtx(cl, r)
 	defer cancel()
 	w.note("%s Semaphore.Acquire (%s%s)", cl.name, desc, cdesc)
+	done := w.asking(cl, 1)
 	l, err := sem.Acquire(ctx, opts...)
+	done(err)
 	if err != nil {
 		w.note("%s Semaphore.Acquire failed: %v", cl.name, err)
 		return
@@ -146,7 +150,9 @@ func (w *world) elect(cl *simClient, r *rand.Rand) {
 	defer cancel()
 	value := fmt.Sprintf("%s/v%d", cl.name, r.IntN(1000))
 	w.note("%s Campaign %q%s", cl.name, value, cdesc)
+	done := w.asking(cl, 1)
 	l, err := e.Campaign(ctx, []byte(value))
+	done(err)
 	if err != nil {
 		w.note("%s Campaign failed: %v", cl.name, err)
 		return

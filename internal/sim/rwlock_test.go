@@ -72,7 +72,9 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 	if writer {
 		w.note("%s RWLock.Lock (%s%s)", cl.name, desc, cdesc)
 		arrival := w.writerArrives(cl, call)
+		asked := w.asking(cl, 1)
 		l, err := rw.Lock(ctx, opts...)
+		asked(err)
 		w.writerLeaves(arrival, err == nil)
 		if err != nil {
 			w.note("%s RWLock.Lock failed: %v", cl.name, err)
@@ -90,7 +92,9 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 	}
 	w.note("%s RWLock.RLock (%s%s)", cl.name, desc, cdesc)
 	callStart := time.Now()
+	asked := w.asking(cl, 1)
 	l, err := rw.RLock(ctx, opts...)
+	asked(err)
 	if err != nil {
 		w.note("%s RWLock.RLock failed: %v", cl.name, err)
 		return

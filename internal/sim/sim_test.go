@@ -244,6 +244,13 @@ type simClient struct {
 	// by the client that replaces this one after a Close.
 	clock     *simClock
 	skewBound time.Duration // WithClockSkewBound, 0: none
+	// workers: WithHeartbeatConcurrency (0: the default); such a client's
+	// heartbeat round trips are timed (beats) and its refusals checked
+	// against invariant 14 (admission_test.go). asking: locks its calls
+	// are asking for now; guarded by world.mu.
+	workers int
+	beats   *beatLog
+	asking  int
 }
 
 func simulate(seed uint64, dur time.Duration) *world {
@@ -379,6 +386,9 @@ func newSimClient(w *world, r *rand.Rand, name string, skew bool) *simClient {
 		cl.opts = append(cl.opts, dynamolock.DisableHeartbeat())
 	} else {
 		cl.opts = append(cl.opts, dynamolock.WithHeartbeatPeriod(cl.hb))
+		if cl.workers = heartbeatWorkers(w.seed, name); cl.workers > 0 {
+			cl.opts = append(cl.opts, dynamolock.WithHeartbeatConcurrency(cl.workers))
+		}
 	}
 	if skew && r.IntN(3) > 0 {
 		cl.skewBound = time.Duration(r.IntN(200))*time.Millisecond + time.Millisecond
@@ -420,6 +430,9 @@ func (cl *simClient) start(w *world, name string) {
 	cl.api = cl.db
 	if cl.db.attempt.attempts > 0 {
 		cl.api = cl.db.sdkClient()
+	}
+	if cl.workers > 0 {
+		w.timeBeats(cl)
 	}
 	opts := append(slices.Clone(cl.opts), dynamolock.WithOwnerName(name))
 	if cl.clock != nil {
@@ -598,7 +611,9 @@ func (w *world) acquireAndHold(cl *simClient, r *rand.Rand, key string) {
 		cl.reentrant <- struct{}{}
 		defer func() { <-cl.reentrant }()
 	}
+	done := w.asking(cl, 1)
 	l, err := cl.c.AcquireLockWithContext(ctx, key, opts...)
+	done(err)
 	if err != nil {
 		w.acquireFailed(cl, key, call, err)
 		return
@@ -822,7 +837,10 @@ func (w *world) do(cl *simClient, r *rand.Rand, key string) {
 		defer func() { <-cl.reentrant }()
 	}
 	var held *dynamolock.Lock
+	var asked sync.Once
+	done := w.asking(cl, 1)
 	err := cl.c.Do(context.Background(), key, func(ctx context.Context, l *dynamolock.Lock) error {
+		asked.Do(func() { done(nil) })
 		w.track(cl, l, "Do")
 		w.hold(cl, r, l)
 		held = l
@@ -832,6 +850,7 @@ func (w *world) do(cl *simClient, r *rand.Rand, key string) {
 		w.mu.Unlock()
 		return nil
 	}, opts...)
+	asked.Do(func() { done(err) })
 	w.step(fmt.Sprintf("do returned %s %s", cl.name, key))
 	w.mu.Lock()
 	defer w.mu.Unlock()

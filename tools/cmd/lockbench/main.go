@@ -11,7 +11,7 @@
 //	lockbench capacity [-n 5000 | -search 1000,2500,5000] [-hold 30s] [-lease 3s] [-heartbeat 1s] [-concurrency 32] [-refine] [-bound-point]
 //	lockbench failover [-trials 8]
 //	lockbench handover [-trials 8] [-waiters 4] [-refresh 1s,10s]
-//	lockbench contention [-modes default] [-contenders 2,8,32] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
+//	lockbench contention [-modes default] [-contenders 2,8,32] [-goroutines 1] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
 //
 // It uses the DynamoDB Local at $DYNAMODB_ENDPOINT, or starts a private one
 // when that is unset. `make bench` runs `lockbench all`.
@@ -79,7 +79,8 @@ func run(ctx context.Context, cmd string, args []string) error {
 		trials     = fs.Int("trials", 8, "failover: trials per scenario; handover: clients side by side per refresh period")
 		waiters    = fs.Int("waiters", bench.DefaultHandover().Waiters, "handover: goroutines of one client waiting for the key")
 		modes      = fs.String("modes", modeNames(), "contention: AcquireLock modes to run, each beside the others (this build has: "+modeNames()+")")
-		contenders = fs.String("contenders", "2,8,32", "contention: numbers of contenders")
+		contenders = fs.String("contenders", "2,8,32", "contention: numbers of contenders (clients)")
+		goroutines = fs.Int("goroutines", 1, "contention: goroutines per client, each looping on the key (the issue's setting: -contenders 2 -goroutines 8 -hold 0s)")
 		refresh    = fs.String("refresh", "", "contention: WithRefreshPeriod (default 1s); handover: comma-separated periods (default 1s,10s)")
 		pause      = fs.Duration("pause", 0, "contention: pause between a release and the next attempt")
 		duration   = fs.Duration("duration", 10*time.Second, "contention: length of each run")
@@ -231,12 +232,15 @@ func run(ctx context.Context, cmd string, args []string) error {
 		if err != nil {
 			return err
 		}
+		if *goroutines < 1 {
+			return fmt.Errorf("-goroutines %d: must be at least 1", *goroutines)
+		}
 		ms, err := bench.ModesNamed(strings.Split(*modes, ","))
 		if err != nil {
 			return err
 		}
 		h := *hold
-		if h == 0 {
+		if !holdSet(fs) {
 			h = 10 * time.Millisecond
 		}
 		rf := time.Second
@@ -247,7 +251,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		}
 		var cfgs []bench.ContentionConfig
 		for _, k := range ks {
-			cfgs = append(cfgs, bench.ContentionConfig{Contenders: k, Duration: *duration, Hold: h, Pause: *pause, Refresh: rf})
+			cfgs = append(cfgs, bench.ContentionConfig{Contenders: k, Goroutines: *goroutines, Duration: *duration, Hold: h, Pause: *pause, Refresh: rf})
 		}
 		var runs []*bench.ContentionRun
 		for _, cfg := range bench.WithModes(cfgs, ms) {
@@ -260,6 +264,13 @@ func run(ctx context.Context, cmd string, args []string) error {
 		fmt.Println(bench.ContentionMarkdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench contention"}, args...), " "), runs))
 	}
 	return nil
+}
+
+// holdSet reports whether -hold was given (-hold 0s holds for no time).
+func holdSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "hold" })
+	return set
 }
 
 // modeNames lists the contention modes of this build.

@@ -52,12 +52,13 @@ func ModesNamed(names []string) ([]ContentionMode, error) {
 	return out, nil
 }
 
-// ContentionConfig is one contention run: Contenders clients, each in a
-// loop of acquire (in Mode), hold for Hold, release, pause for Pause, on
-// one key.
+// ContentionConfig is one contention run: Contenders clients, each with
+// Goroutines goroutines (1 when 0) in a loop of acquire (in Mode), hold
+// for Hold, release, pause for Pause, on one key.
 type ContentionConfig struct {
 	Mode       ContentionMode
 	Contenders int
+	Goroutines int
 	Duration   time.Duration
 	Hold       time.Duration
 	Pause      time.Duration
@@ -140,6 +141,14 @@ func (r *ContentionRun) MaxShare() float64 {
 	return float64(m) / float64(n)
 }
 
+// Who names the contenders: "8" clients, or "2 × 8" clients × goroutines.
+func (c ContentionConfig) Who() string {
+	if c.Goroutines > 1 {
+		return fmt.Sprintf("%d × %d", c.Contenders, c.Goroutines)
+	}
+	return fmt.Sprint(c.Contenders)
+}
+
 // Starved is the number of contenders that never acquired the lock.
 func (r *ContentionRun) Starved() int {
 	z := 0
@@ -174,14 +183,16 @@ func RunContention(ctx context.Context, e *Env, cfg ContentionConfig) (*Contenti
 	}
 	const key = "hot"
 	opts := append([]dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(cfg.Refresh)}, cfg.Mode.Opts...)
-	run := &ContentionRun{ContentionConfig: cfg, PerContender: make([]int, cfg.Contenders)}
+	g := max(cfg.Goroutines, 1)
+	run := &ContentionRun{ContentionConfig: cfg, PerContender: make([]int, cfg.Contenders*g)}
 	var mu sync.Mutex
 	var waits []time.Duration
 	rctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for i, c := range clients {
+	for j := range cfg.Contenders * g {
+		c, i := clients[j/g], j
 		wg.Go(func() {
 			for rctx.Err() == nil {
 				want := time.Now()

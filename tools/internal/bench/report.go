@@ -260,7 +260,7 @@ func killDist(ts []KillTrial, fromKill bool) Dist {
 // ContentionMarkdown renders section 5.
 func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
 	var b md
-	b.w("Command: `%s`. N clients (one owner each, lease 3 s, heartbeat 1 s) loop on one key: acquire, hold, release, pause. "+
+	b.w("Command: `%s`. N clients (one owner each, lease 3 s, heartbeat 1 s; \"2 × 8\": 2 clients of 8 goroutines each, each goroutine a contender) loop on one key: acquire, hold, release, pause. "+
 		"Wait is from wanting the lock to holding it, across acquisition timeouts (lease + 1 s); contenders still waiting at the end count with their wait so far. "+
 		"Spread: acquisitions per contender (min / max), the largest share one contender got, and Jain's fairness index (1 = equal, 1/N = one contender got all). "+
 		"Mode: the AcquireLock options of the run (%s); the runs of one setting in every mode are next to each other, and a mode's acquisitions/s are also given ÷ the default mode's. "+
@@ -278,8 +278,8 @@ func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
 			rel = fmt.Sprintf("%.2f×", r.PerSec()/d.PerSec())
 		}
 		target, met := fairCells(r)
-		b.w("| %s | %d | %s | %s / %s | %.1f | %s | %s ms | %s ms | %d / %d | %.0f%% | %.2f | %d | %d | %s | %s |",
-			r.Mode.Name, r.Contenders, r.Refresh, r.Hold, r.Pause, r.PerSec(), rel, ms(r.Waits.Q(0.5)), ms(r.Waits.Q(0.99)), lo, hi, 100*r.MaxShare(), r.Jain(), r.Starved(), r.Timeouts, target, met)
+		b.w("| %s | %s | %s | %s / %s | %.1f | %s | %s ms | %s ms | %d / %d | %.0f%% | %.2f | %d | %d | %s | %s |",
+			r.Mode.Name, r.Who(), r.Refresh, r.Hold, r.Pause, r.PerSec(), rel, ms(r.Waits.Q(0.5)), ms(r.Waits.Q(0.99)), lo, hi, 100*r.MaxShare(), r.Jain(), r.Starved(), r.Timeouts, target, met)
 	}
 	b.w("")
 	var tight, paused []*ContentionRun
@@ -332,7 +332,7 @@ func modeList(runs []*ContentionRun) string {
 func defaultTwin(runs []*ContentionRun, r *ContentionRun) *ContentionRun {
 	for _, d := range runs {
 		c := d.ContentionConfig
-		if d.Mode.Name == DefaultMode.Name && c.Contenders == r.Contenders && c.Refresh == r.Refresh && c.Hold == r.Hold && c.Pause == r.Pause && c.Duration == r.Duration {
+		if d.Mode.Name == DefaultMode.Name && c.Contenders == r.Contenders && c.Goroutines == r.Goroutines && c.Refresh == r.Refresh && c.Hold == r.Hold && c.Pause == r.Pause && c.Duration == r.Duration {
 			return d
 		}
 	}
