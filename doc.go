@@ -139,6 +139,43 @@
 // ([WithSingleWriterRegion]); tables with multi-Region strong consistency
 // are accepted.
 //
+// # Assumptions, and the margins found for them
+//
+// The lease is safe under the assumptions below. The package's
+// deterministic simulation gives every simulated client its own clock and
+// searches each assumption within and beyond it; the figures are its own
+// (requests of 1 to 5 ms each way, leases of 1 to 5 s):
+//
+//   - Clock rate. Any two hosts' clocks run at nearly the same rate over one
+//     lease. The holder counts its lease from before the write that set the
+//     item's record version number, a contender from when it first read that
+//     number: between the two lie at least the holder's request on its way
+//     to DynamoDB and the contender's answer on its way back. A contender
+//     whose clock runs faster than the holder's by a fraction e gains e
+//     times the lease on it; once that exceeds the slack, it can take the
+//     lock over while the holder, paused or cut off, still believes it
+//     holds it. Keep e times the lease below one round trip: with 10 ms
+//     round trips and a 10 s lease, e below 0.1%. The simulation found no
+//     violation in 1,000 runs with rates spread over 0.5%, and two holders
+//     at once in 4 of 1,000 runs with rates spread over 1%, the closest
+//     pair 0.37% apart (a 5 s lease: 19 ms gained against a few
+//     milliseconds of slack). Clocks kept by NTP differ by parts per
+//     million.
+//   - Wall-clock skew, only with [WithClockSkewBound]: every host's wall
+//     clock stays within the bound of every other's. Within it the
+//     simulation found no violation in 3,000 runs (a third of them with
+//     skew bounds; rates spread over 0.3%; pauses); a host whose clock runs ahead of the
+//     holder's by more than the bound plus the time left in the holder's
+//     stored expiry takes the live lock over (found in 180 of 200 runs).
+//   - Process pauses. Writes fenced by the lock
+//     ([Lock.TransactionCondition], [Lock.TransactionWithRefresh], or a
+//     store that checks [Lock.FencingToken]) are safe across pauses: in
+//     those 3,000 runs the simulation paused holders for up to three
+//     leases, also between building such a write and sending it, and found
+//     no violation. A holder that checks its lock,
+//     pauses past its lease, then writes without fencing overwrites the next
+//     holder's work: found in 89 of 200 runs.
+//
 // # Owner names
 //
 // Every lock item records its holder's owner name. The default, as in
