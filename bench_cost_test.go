@@ -7,10 +7,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/gofrs/uuid/v5"
 
 	"github.com/arielsrv/dynamolock/v2"
 	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
@@ -118,18 +115,7 @@ func BenchmarkStubSDK(b *testing.B) {
 		db := stubSDK(b)
 		b.ReportAllocs()
 		for b.Loop() {
-			_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName:           aws.String("bench_table"),
-				Key:                 keyOf("raw"),
-				UpdateExpression:    aws.String("SET #o = :o, #l = :l, #v = :v"),
-				ConditionExpression: aws.String("attribute_not_exists(#k) OR #o = :o"),
-				ExpressionAttributeNames: map[string]string{
-					"#k": "key", "#o": "ownerName", "#l": "leaseDuration", "#v": "recordVersionNumber",
-				},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":o": s("bench"), ":l": s("20s"), ":v": s(uuid.Must(uuid.NewV4()).String()),
-				},
-			})
+			_, err := db.UpdateItem(ctx, rawConditionalUpdate("bench_table"))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -136,6 +136,23 @@ func BenchmarkFakeHeartbeatScheduler(b *testing.B) {
 	}
 }
 
+// rawConditionalUpdate is the least a lock write needs, sent by hand: the
+// floor the lock operations are measured against (a fresh RVN each time).
+func rawConditionalUpdate(table string) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:           aws.String(table),
+		Key:                 keyOf("raw"),
+		UpdateExpression:    aws.String("SET #o = :o, #l = :l, #v = :v"),
+		ConditionExpression: aws.String("attribute_not_exists(#k) OR #o = :o"),
+		ExpressionAttributeNames: map[string]string{
+			"#k": "key", "#o": "ownerName", "#l": "leaseDuration", "#v": "recordVersionNumber",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":o": s("bench"), ":l": s("20s"), ":v": s(uuid.Must(uuid.NewV4()).String()),
+		},
+	}
+}
+
 // The same operations through the SDK against DynamoDB Local, next to the
 // raw conditional UpdateItem they are built on (here updating one existing
 // item, like a heartbeat).
@@ -144,18 +161,7 @@ func BenchmarkDynamoDBLocal(b *testing.B) {
 	table := newTable(b, "")
 	ctx := context.Background()
 	raw := func() error {
-		_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:           aws.String(table),
-			Key:                 keyOf("raw"),
-			UpdateExpression:    aws.String("SET #o = :o, #l = :l, #v = :v"),
-			ConditionExpression: aws.String("attribute_not_exists(#k) OR #o = :o"),
-			ExpressionAttributeNames: map[string]string{
-				"#k": "key", "#o": "ownerName", "#l": "leaseDuration", "#v": "recordVersionNumber",
-			},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":o": s("bench"), ":l": s("20s"), ":v": s(uuid.Must(uuid.NewV4()).String()),
-			},
-		})
+		_, err := db.UpdateItem(ctx, rawConditionalUpdate(table))
 		return err
 	}
 	c := benchClient(b, db, table)
