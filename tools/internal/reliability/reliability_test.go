@@ -43,6 +43,12 @@ func TestMain(m *testing.M) {
 			// without a select when it splits a large chunk; if the
 			// connection closes meanwhile it blocks forever (its bug).
 			goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*BandwidthToxic).Pipe"),
+			// The same bug in its noop toxic (toxics/noop.go: `stub.Output
+			// <- c` outside the select), which every link runs when no
+			// toxic applies; seen once in CI (2026-12-01). Other
+			// goroutines of a proxy left open (its accept loop, its links)
+			// are still reported.
+			goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"),
 		); err != nil {
 			fmt.Fprintln(os.Stderr, "FAIL: goroutines leaked:", err)
 			code = 1
