@@ -370,7 +370,11 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 				cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 				a.leaveQueues(cctx) // WithFairness: this call's entry, if any, is not needed
 				cancel()
-				return l, nil // another acquisition here got it meanwhile
+				if l.held() {
+					return l, nil // another acquisition here got it meanwhile
+				}
+				// It ended while this call left the queue: never return a
+				// lock already ended; decide on what the item shows.
 			}
 			in.inFlightHere = c.here.inFlight(v.rec.rvn)
 		}

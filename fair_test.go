@@ -465,3 +465,48 @@ func TestSameOwnerElsewherePolledAtTheRefreshPeriod(t *testing.T) {
 	t.Logf("%d reads in 3 s at a 1 s refresh period", reads)
 	assert.LessOrEqual(t, reads, 8, "no busy polling")
 }
+
+// Found by the simulation (invariant 13, seed 281 of a run with fair
+// semaphores): a fair reentrant waiter that found the key held here left
+// the queue (one write) and returned that lock, which another goroutine of
+// the client had released while the write was on its way: the call
+// returned a lock already released. It now returns the lock only if it is
+// still held, and otherwise decides on what the item shows.
+func TestFairReentrantWaiterDoesNotReturnALockReleasedMeanwhile(t *testing.T) {
+	table, raw, holder, h := heldByHolder(t)
+	ctx := context.Background()
+	gate := faults.NewGate()
+	t.Cleanup(gate.Open)
+	var armed atomic.Bool
+	leave := &faults.Rule{Op: "UpdateItem", Match: func(any) bool { return armed.Load() }, Times: 1, Before: gate.Wait}
+	y := newClient(t, faults.Wrap(raw, leave), table, dynamolock.WithOwnerName("same"), dynamolock.DisableHeartbeat())
+	got := make(chan *dynamolock.Lock, 1)
+	go func() {
+		l, err := y.AcquireLockWithContext(ctx, "k", dynamolock.WithFairness(), dynamolock.WithReentrant(),
+			dynamolock.WithRefreshPeriod(200*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(20*time.Second))
+		assert.NoError(t, err)
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "the waiter in the queue", func() bool { return queueLen(t, raw, table, "k") == 1 })
+	_, err := holder.ReleaseLockWithContext(ctx, h)
+	require.NoError(t, err)
+	// Another goroutine of the same client takes the key plainly before the
+	// waiter's next poll; the waiter's next write (leaving the queue) waits.
+	mine, err := y.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	armed.Store(true)
+	select {
+	case <-gate.Arrived():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not leave the queue within 10 s")
+	}
+	_, err = y.ReleaseLockWithContext(ctx, mine) // released while the waiter leaves the queue
+	require.NoError(t, err)
+	gate.Open()
+	l := <-got
+	require.NotNil(t, l)
+	assert.NoError(t, l.Err(), "the waiter returned a lock already released")
+	if l.Err() == nil {
+		assert.NoError(t, l.Close())
+	}
+}
