@@ -5,11 +5,8 @@ import (
 	"errors"
 	"hash/fnv"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/arielsrv/dynamolock/v2"
 	"github.com/arielsrv/dynamolock/v2/internal/faults"
@@ -57,46 +54,36 @@ func heartbeatWorkers(seed uint64, name string) int {
 	return 0
 }
 
-// isBeat tells a heartbeat (scheduled or SendHeartbeat) from the other
-// UpdateItems: conditioned on the RVNs the holder may have written, and
-// not a release (which sets isReleased).
-func isBeat(in any) bool {
-	u, ok := in.(*dynamodb.UpdateItemInput)
-	if !ok || u.ConditionExpression == nil || !strings.Contains(*u.ConditionExpression, " IN (") || u.UpdateExpression == nil {
-		return false
-	}
-	for ph, name := range u.ExpressionAttributeNames {
-		if name == "isReleased" && strings.Contains(*u.UpdateExpression, ph+" =") {
-			return false
-		}
-	}
-	return true
-}
-
 // timeBeats wraps what cl's library client sends to, recording the round
-// trip of every heartbeat.
+// trip of every request: heartbeats of every kind (a lock's, a read
+// lock's reader entry) and the other requests of its locks, which a
+// heartbeat worker may wait behind (a lock's writes take turns), so that
+// the check errs toward finding a cause.
 func (w *world) timeBeats(cl *simClient) {
 	cl.beats = &beatLog{started: map[context.Context]time.Time{}}
 	b := cl.beats
-	rule := &faults.Rule{Op: "UpdateItem", Match: isBeat,
-		Before: func(ctx context.Context) error {
-			b.mu.Lock()
-			b.started[ctx] = time.Now()
-			b.mu.Unlock()
-			return nil
-		},
-		After: func(ctx context.Context) {
-			b.mu.Lock()
-			if s, ok := b.started[ctx]; ok {
-				delete(b.started, ctx)
-				b.done = append(b.done, beatDone{at: time.Since(w.start), rtt: time.Since(s)})
-			}
-			b.mu.Unlock()
-		}}
-	cl.api = faults.Wrap(cl.api, rule)
+	var rules []*faults.Rule
+	for _, op := range []string{"UpdateItem", "TransactWriteItems", "DeleteItem", "PutItem", "GetItem"} {
+		rules = append(rules, &faults.Rule{Op: op,
+			Before: func(ctx context.Context) error {
+				b.mu.Lock()
+				b.started[ctx] = time.Now()
+				b.mu.Unlock()
+				return nil
+			},
+			After: func(ctx context.Context) {
+				b.mu.Lock()
+				if s, ok := b.started[ctx]; ok {
+					delete(b.started, ctx)
+					b.done = append(b.done, beatDone{at: time.Since(w.start), rtt: time.Since(s)})
+				}
+				b.mu.Unlock()
+			}})
+	}
+	cl.api = faults.Wrap(cl.api, rules...)
 }
 
-// slowestBeat is the longest round trip of cl's heartbeats that ended in
+// slowest is the longest round trip of cl's UpdateItems that ended in
 // the last admissionMemory, or are still in flight (their time so far),
 // and how many there were.
 func (b *beatLog) slowest(now time.Duration) (time.Duration, int) {
