@@ -128,16 +128,6 @@ func BenchmarkStubSDK(b *testing.B) {
 		benchRelease(b, benchClient(b, stubSDK(b), "bench_table", dynamolock.DisableHeartbeat()))
 	})
 	b.Run("SendHeartbeat", func(b *testing.B) {
-		c := benchClient(b, stubSDK(b), "bench_table", dynamolock.DisableHeartbeat())
-		l, err := c.AcquireLockWithContext(ctx, "customer-42")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := c.SendHeartbeatWithContext(ctx, l); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchSendHeartbeat(b, benchClient(b, stubSDK(b), "bench_table", dynamolock.DisableHeartbeat()))
 	})
 }

@@ -95,7 +95,11 @@ func BenchmarkFakeAcquireRelease(b *testing.B) {
 
 // One manual heartbeat, in process.
 func BenchmarkFakeSendHeartbeat(b *testing.B) {
-	c := benchClient(b, newBenchFakeDB(), "bench_table", dynamolock.DisableHeartbeat())
+	benchSendHeartbeat(b, benchClient(b, newBenchFakeDB(), "bench_table", dynamolock.DisableHeartbeat()))
+}
+
+// benchSendHeartbeat times manual heartbeats of one lock held by c.
+func benchSendHeartbeat(b *testing.B, c *dynamolock.Client) {
 	ctx := context.Background()
 	l, err := c.AcquireLockWithContext(ctx, "customer-42")
 	if err != nil {
