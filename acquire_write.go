@@ -286,6 +286,17 @@ func (a *acquisition) undo(ctx context.Context) {
 // release marks w's item released if it still carries one of rvns.
 func (a *acquisition) release(ctx context.Context, w *watch, rvns []string) {
 	c := a.c
+	_, err := a.updateItem(ctx, c.undoInput(c.itemKeyOf(w.key, w.sortKey), rvns))
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
+			slogKey(w.key), slogErr(err))
+	}
+}
+
+// undoInput marks the item released if it still carries this owner's name
+// and one of rvns: a write of this client that nobody holds any more.
+func (c *Client) undoInput(key map[string]types.AttributeValue, rvns []string) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	in := b.value(":u0", attrS(rvns[0]))
 	for i, rvn := range rvns[1:] {
@@ -293,12 +304,7 @@ func (a *acquisition) release(ctx context.Context, w *watch, rvns []string) {
 	}
 	cond := ownerCondition(b, c.cfg.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
 	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b)
-	_, err := a.updateItem(ctx, c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond))
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
-			slogKey(w.key), slogErr(err))
-	}
+	return c.guardedUpdate(key, b, update, cond)
 }
 
 // acquireInput is the acquiring UpdateItem of acquireWrite.

@@ -29,7 +29,14 @@ func (c *Client) SendHeartbeat(lock *Lock, opts ...SendHeartbeatOption) error {
 // A heartbeat whose answer was lost (the write may have landed) is sent
 // again unchanged by the next heartbeat, so a plain retry succeeds. A
 // heartbeat with other options than that pending one writes a new record
-// version number.
+// version number. When the lost one replaced or deleted the data,
+// [Lock.Data] keeps the value it knew until the next heartbeat that lands,
+// which reads the item's data back.
+//
+// A heartbeat that lands only after the lock's lease ran out by this
+// host's clock (a slow request, a paused process) does not revive the
+// lock: it returns the loss ([ErrLockLost]), and the item it renewed is
+// released at once, so that the key is not left held by nobody.
 //
 // It returns [ErrReadOnlyLockHeartbeat] for a lock from [Client.Get] that
 // this client does not hold, [ErrLockAlreadyReleased] for a released lock,
@@ -227,15 +234,24 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			w.input = c.heartbeatInput(l, w)
 			l.renewal.pending = w
 			moved = l.mayLandLocked(w)
+			if w.changesData() {
+				l.rareLocked().dataDoubt = w.seq // until its answer says it landed
+			}
 		}
 		l.mu.Unlock()
 		if moved {
 			c.sched.notify(l) // the lease may now end earlier: Done must close then
 		}
 
-		_, err := c.updateItem(ctx, w.input)
+		out, err := c.updateItem(ctx, w.input)
 		if err == nil {
-			l.renewed(w)
+			if err := l.renewed(w, out.Attributes); err != nil {
+				// It landed after the lock ended here (its lease ran out by
+				// this host's clock while it was on its way): the item it
+				// renewed is held by nobody. Release it.
+				c.undoLanded(ctx, l, w)
+				return err
+			}
 			c.metrics.heartbeat(ctx, "ok")
 			return nil
 		}
@@ -286,8 +302,17 @@ func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 	} else {
 		cond = l.conditionLocked(b, w.rvn)
 	}
-	return c.guardedUpdate(l.itemKey(), b, update, cond)
+	in := c.guardedUpdate(l.itemKey(), b, update, cond)
+	if l.rare != nil && l.rare.dataDoubt != 0 && !w.changesData() {
+		// A write that changes the data may have landed unanswered: this
+		// one reads the data back (renewed), so Data() tells the truth.
+		in.ReturnValues = types.ReturnValueAllNew
+	}
+	return in
 }
+
+// changesData reports whether w sets or removes the lock's data.
+func (w *renewal) changesData() bool { return w.opts.data != nil || w.opts.deleteData }
 
 // conditionLocked holds while the item is still this acquisition's: same
 // owner, not released, and an RVN this holder wrote that nothing replaced
@@ -325,23 +350,24 @@ func ownerCondition(b *exprBuilder, owner string) string {
 		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
 }
 
-// renewed records that w landed. The lease counts from w's first send, so
+// renewed records that w landed; item is what it returned (ReturnValues
+// ALL_NEW, while a write that changes the data is in doubt), or nil. The
+// lease counts from w's first send, so
 // the holder never believes it lasts longer than an observer of w's RVN
 // does, and no longer than any write built after w (which may still land)
 // allows. A write older than one already recorded changes nothing. A
 // success that comes after the lease ran out by this host's clock does not
 // revive the lock: readers have been told it is lost.
-func (l *Lock) renewed(w *renewal) {
+func (l *Lock) renewed(w *renewal, item map[string]types.AttributeValue) error {
 	now := l.now()
 	l.mu.Lock()
-	if l.reasonLocked() != nil {
+	if err := l.reasonLocked(); err != nil {
 		l.mu.Unlock()
-		return
+		return err
 	}
 	if !now.Before(l.leaseEnd) {
 		l.mu.Unlock()
-		l.lose(ErrLeaseExpired, nil)
-		return
+		return l.lose(ErrLeaseExpired, nil)
 	}
 	if r := &l.renewal; w.seq > r.applied {
 		r.applied = w.seq
@@ -366,15 +392,46 @@ func (l *Lock) renewed(w *renewal) {
 		if r.pending != nil && r.pending.seq <= w.seq {
 			r.pending = nil
 		}
+		known := true // the item's data after w is known here
 		switch {
 		case w.opts.deleteData:
 			l.setDataLocked(nil)
 		case w.opts.data != nil:
 			l.setDataLocked(w.opts.data)
+		case item != nil:
+			var data []byte
+			if d, ok := item[attrData].(*types.AttributeValueMemberB); ok {
+				data = d.Value
+			}
+			l.setDataLocked(data)
+		default:
+			known = false
+		}
+		// Writes built before w can no longer land: a doubt they left is
+		// settled once the data after w is known.
+		if known && l.rare != nil && l.rare.dataDoubt <= w.seq {
+			l.rare.dataDoubt = 0
 		}
 	}
 	l.mu.Unlock()
 	l.client.sched.notify(l)
+	return nil
+}
+
+// undoLanded releases the item w renewed after l had ended here, if it
+// still carries w's RVN: best effort, in one bounded wait even when ctx
+// has ended. A reader's entry is left to expire with its lease.
+func (c *Client) undoLanded(ctx context.Context, l *Lock, w *renewal) {
+	if l.reader {
+		return
+	}
+	cctx, cancel := c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	_, err := c.updateItem(cctx, c.undoInput(l.itemKey(), []string{w.rvn}))
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		l.log(slog.LevelWarn, "a heartbeat landed after the lock was lost and could not be taken back; the item expires after its lease", slogErr(err))
+	}
 }
 
 // renewedLocally counts the lease anew from now without a write that

@@ -79,6 +79,10 @@ type lockRare struct {
 	// readerID is an RWLock reader's entry id; set before the lock is
 	// published and never changed (regKey reads it without mu).
 	readerID string
+	// dataDoubt is the renewal number of the newest write that changes the
+	// data and may have landed without its answer; 0: data is what the
+	// item holds. While it is set, heartbeats read the item's data back.
+	dataDoubt uint64
 }
 
 // lockKind is what a *Lock is: a lock this client acquired, a read-only
@@ -145,7 +149,9 @@ func (l *Lock) setDataLocked(data []byte) {
 }
 
 // Data returns the data stored in the lock item. The slice must not be
-// modified.
+// modified. After a heartbeat that changes the data fails without knowing
+// whether it landed, Data returns the value known before it until the
+// next heartbeat lands (see [Client.SendHeartbeatWithContext]).
 func (l *Lock) Data() []byte {
 	if l == nil {
 		return nil

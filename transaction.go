@@ -134,7 +134,9 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	return item, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 		if err == nil {
 			// The lease counts from before the transaction was sent.
-			l.renewed(w)
+			// A transaction returns no item. Its writes stand; a lock that
+			// ended meanwhile stays ended, and its item expires with the lease.
+			_ = l.renewed(w, nil)
 			return out, err
 		}
 		var tce *types.TransactionCanceledException

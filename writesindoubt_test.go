@@ -148,3 +148,79 @@ func TestRefreshInDoubtStaysAfterALaterCancellation(t *testing.T) {
 	assert.Equal(t, 1, cc.get("UpdateItem"), "the heartbeat's condition accepted the refresh that landed")
 	require.NoError(t, l.Err())
 }
+
+// A heartbeat that replaces the lock's data and whose answer is lost may or
+// may not have landed, so Lock.Data() cannot know which value the item
+// holds. The next heartbeat that lands reads the item's data back, and
+// Data() reports what the item holds from then on (issue 21: the leader's
+// own Lock.Data() kept the old value after a Proclaim whose answer was lost,
+// though the item held the new one).
+func TestDataAfterADataHeartbeatInDoubt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rule faults.Rule
+		want string
+	}{
+		{"landed, answer lost", faults.Rule{LoseAnswer: true}, "v2"},
+		{"never sent", faults.Rule{Drop: true}, "v1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := newTable(t, "")
+			db, _ := newDB(t)
+			fdb := faults.Wrap(db)
+			c := newClient(t, fdb, table, dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(200*time.Millisecond))
+			other := newClient(t, db, table)
+			ctx := context.Background()
+			l, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithData([]byte("v1")))
+			require.NoError(t, err)
+			rule := tc.rule
+			rule.Op, rule.Match, rule.Times = "UpdateItem", faults.Sets("data"), 1
+			fdb.Add(&rule)
+			err = c.SendHeartbeatWithContext(ctx, l, dynamolock.ReplaceHeartbeatData([]byte("v2")), dynamolock.HeartbeatRetries(0, 0))
+			require.Error(t, err)
+			require.Equal(t, 1, fdb.Hits(&rule))
+			item, err := other.GetWithContext(ctx, "k")
+			require.NoError(t, err)
+			require.Equal(t, tc.want, string(item.Data()), "what the item holds")
+			waitFor(t, 3*time.Second, "Data() to report the item's data after the next heartbeat", func() bool {
+				return string(l.Data()) == tc.want
+			})
+			require.NoError(t, l.Err())
+			// And it stays so: later heartbeats change nothing.
+			before := c.Stats().HeartbeatsSent
+			waitFor(t, 3*time.Second, "two more heartbeats", func() bool { return c.Stats().HeartbeatsSent >= before+2 })
+			require.Equal(t, tc.want, string(l.Data()))
+		})
+	}
+}
+
+// A heartbeat sent before the lock's lease ran out by this host's clock
+// but landing after it (a slow request, a paused process) renews an item
+// that nobody believes held any more: the lock was declared lost. Its
+// caller is told the lock was lost, not that the heartbeat succeeded, and
+// the renewed item is released at once, so the key is not taken by nobody
+// for a lease.
+func TestHeartbeatLandingAfterTheLossIsUndone(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	fdb := faults.Wrap(db)
+	c := newClient(t, fdb, table, dynamolock.WithLeaseDuration(2*time.Second), dynamolock.WithHeartbeatPeriod(0))
+	other := newClient(t, db, table)
+	ctx := context.Background()
+	l, err := c.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	// The explicit heartbeat is sent at once and reaches DynamoDB only once
+	// this client has declared the lock lost.
+	late := &faults.Rule{Op: "UpdateItem", Match: faults.Sets("leaseDuration"), Times: 1, Before: func(context.Context) error {
+		<-l.Done()
+		return nil
+	}}
+	fdb.Add(late)
+	err = c.SendHeartbeatWithContext(ctx, l, dynamolock.HeartbeatRetries(0, 0))
+	require.Equal(t, 1, fdb.Hits(late))
+	require.ErrorIs(t, err, dynamolock.ErrLockLost, "the heartbeat landed after the lock was lost")
+	require.ErrorIs(t, l.Err(), dynamolock.ErrLockLost)
+	got, err := other.AcquireLockWithContext(ctx, "k", dynamolock.FailIfLocked())
+	require.NoError(t, err, "the item the late heartbeat renewed was released")
+	require.NoError(t, got.Close())
+}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -680,6 +681,9 @@ func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 			}
 			err := cl.c.SendHeartbeat(l, opts...)
 			w.note("%s SendHeartbeat %s (%s): %v", cl.name, l.PartitionKey(), strings.Join(desc, ", "), err)
+			if err == nil {
+				w.checkData(cl, l)
+			}
 		case 1:
 			if w.clocks.unfenced && r.IntN(2) == 0 {
 				w.unfencedWrite(cl, r, l)
@@ -694,6 +698,27 @@ func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 			got, err := cl.c.Get(l.PartitionKey())
 			w.note("%s Get %s while holding: same lock %v, err %v", cl.name, l.PartitionKey(), got == l, err)
 		}
+	}
+}
+
+// checkData is invariant 15: once a heartbeat of l landed, l.Data() is the
+// data its item holds, while the item is still l's (same owner and fencing
+// token, not released): an earlier write of the data whose answer was lost
+// must not leave Data() reporting a value the item no longer holds.
+func (w *world) checkData(cl *simClient, l *dynamolock.Lock) {
+	w.step(fmt.Sprintf("check data %s %s %d", cl.name, l.PartitionKey(), l.FencingToken()))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	it := w.current[ddbmodel.KeyString(l.PartitionKey(), w.sortKey)]
+	if it == nil || released(it) || itemS(it, "ownerName") != cl.name || itemN(it, "fencingToken") != l.FencingToken() {
+		return
+	}
+	var want []byte
+	if b, ok := it["data"].(*types.AttributeValueMemberB); ok {
+		want = b.Value
+	}
+	if got := l.Data(); !bytes.Equal(got, want) {
+		w.violate(15, "%s's lock on %s (token %d) reports data %q after a heartbeat landed, while its item holds %q", cl.name, l.PartitionKey(), l.FencingToken(), got, want)
 	}
 }
 
