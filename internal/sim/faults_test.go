@@ -148,6 +148,7 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 		}
 	}
 	ghost := func(d time.Duration, why string) {
+		f.w.faulted(ctx, true)
 		f.w.ghosts.Go(func() {
 			time.Sleep(d)
 			f.w.step("ghost " + key)
@@ -160,15 +161,18 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 			if f.roll(0.5) {
 				ghost(time.Until(s)+time.Millisecond, "a request sent during a stall lands when it ends")
 			}
+			f.w.faulted(ctx, false)
 			return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, errStalled)
 		}
 		if d := f.delay(); d > 5*time.Millisecond {
 			// A slow request under a mutex: it fails now and lands later.
 			ghost(d, "a delayed request lands late")
+			f.w.faulted(ctx, false)
 			return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, errLost)
 		}
 	} else if d := f.delay(); !wait(ctx, d, f.stalledUntil) {
 		f.w.step("gave up " + key)
+		f.w.faulted(ctx, false)
 		if !healed && f.roll(f.prof.ghost) {
 			ghost(f.delay()+time.Millisecond, "abandoned request lands late")
 		}
@@ -176,6 +180,7 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 	}
 	f.w.step("apply " + key)
 	if !healed && f.roll(f.prof.errs) {
+		f.w.faulted(ctx, false)
 		if f.roll(0.5) {
 			return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("sim: throttled")}
 		}
@@ -184,6 +189,7 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 	out, err := apply(mctx)
 	if !healed && f.roll(f.prof.dup) {
 		f.w.log("%s %s: the SDK retries a request that landed", f.name, op)
+		f.w.faulted(ctx, false)
 		if mayBlock(in) {
 			_ = wait(context.Background(), f.delay(), f.stalledUntil)
 			f.w.step("apply again " + key)
@@ -195,10 +201,12 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 		ok := wait(ctx, f.delay(), f.stalledUntil)
 		f.w.step("answer " + key)
 		if !ok {
+			f.w.faulted(ctx, false)
 			return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, ctx.Err())
 		}
 	}
 	if lost {
+		f.w.faulted(ctx, false)
 		f.w.log("%s %s: answer lost", f.name, op)
 		return nil, fmt.Errorf("operation error DynamoDB: %s: %w", op, errLost)
 	}

@@ -189,8 +189,11 @@ type rwArrival struct {
 }
 
 // faulty reports whether this client's requests may be lost, repeated,
-// refused or delayed.
-func (f *faultyDB) faulty() bool { return f.prof != faultProfile{} || f.clock != nil }
+// refused or delayed: by call-level faults, by faults on the SDK's
+// attempts, or by its own clock's pauses.
+func (f *faultyDB) faulty() bool {
+	return f.prof != faultProfile{} || f.attempt != attemptProfile{} || f.clock != nil
+}
 
 // rwJoinSlack bounds how long after its call started a fault-free writer
 // is in the queue: calls that started later are behind it.

@@ -201,6 +201,8 @@ type world struct {
 	closing       map[string]bool
 	acquireRVNs   map[int][]string
 	undoSent      map[int]bool
+	undoFaulted   map[int]bool // a fault met by a request of the call sent once its undo began
+	callGhost     map[int]bool // a request of the call may land late (a ghost)
 	calls         int
 	slots         []*simClient
 	dataSeen      map[string]map[string]bool // key → every data value its item held (recordData)
@@ -261,6 +263,7 @@ func simulate(seed uint64, dur time.Duration) *world {
 		start: time.Now(), current: map[string]ddbmodel.Item{}, maxToken: map[string]uint64{}, dataMax: map[string]uint64{},
 		releasedBy: map[relKey]uint64{}, tracked: map[*dynamolock.Lock]*tracked{}, releasing: map[*dynamolock.Lock]int{},
 		closing: map[string]bool{}, acquireRVNs: map[int][]string{}, undoSent: map[int]bool{},
+		undoFaulted: map[int]bool{}, callGhost: map[int]bool{},
 	}
 	w.enter()
 	if r.IntN(4) == 0 {
@@ -629,23 +632,46 @@ func (w *world) acquireAndHold(cl *simClient, r *rand.Rand, key string) {
 }
 
 // acquireFailed checks that an acquisition that failed left no write of its
-// own behind without trying to undo it (issue 21, item 6): when it
-// returns, an item holding one of the RVNs it wrote, unreleased, means the
-// key is held by nobody for a lease, unless the call sent its undo (which
-// faults may defeat).
+// own behind (issue 21, item 6): when it returns, an item holding one of
+// the RVNs it wrote, unreleased, means the key is held by nobody for a
+// lease. The call must have sent its undo; and an undo that met no fault
+// (and no request of the call that may still land late) must have taken the
+// write off by the time the call returns: one round trip, once faults heal.
 func (w *world) acquireFailed(cl *simClient, key string, call int, err error) {
 	w.step(fmt.Sprintf("acquire failed %s %s %d", cl.name, key, call))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.tracef("%s acquire %s failed: %v", cl.name, key, err)
-	if w.undoSent[call] {
-		return // it tried to release its write; under faults that may fail
+	if w.undoSent[call] && (w.undoFaulted[call] || w.callGhost[call]) {
+		return // its undo, or a late request of it, met a fault
 	}
 	it := w.current[ddbmodel.KeyString(key, w.sortKey)]
 	for _, rvn := range w.acquireRVNs[call] {
 		if it != nil && !released(it) && itemS(it, "ownerName") == cl.name && itemS(it, "recordVersionNumber") == rvn {
-			w.violate(6, "%s's acquisition of %s failed (%v) but left its write on the item, unheartbeated, and sent no undo: %s", cl.name, key, err, showItem(it))
+			if w.undoSent[call] {
+				w.violate(6, "%s's acquisition of %s failed (%v); its undo met no fault, yet its write stays on the item: %s", cl.name, key, err, showItem(it))
+			} else {
+				w.violate(6, "%s's acquisition of %s failed (%v) but left its write on the item, unheartbeated, and sent no undo: %s", cl.name, key, err, showItem(it))
+			}
 		}
+	}
+}
+
+// faulted records a fault met by a request of an acquisition call (ctx
+// names it): whether the request may land later (a ghost), and whether the
+// call's undo had begun (acquireFailed).
+func (w *world) faulted(ctx context.Context, ghost bool) {
+	id, ok := ctx.Value(acquireCallKey{}).(int)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ghost {
+		w.callGhost[id] = true
+	}
+	if w.undoSent[id] {
+		w.undoFaulted[id] = true
 	}
 }
 

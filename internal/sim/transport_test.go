@@ -142,6 +142,7 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	mctx := context.WithValue(context.WithoutCancel(ctx), callerKey{}, f.name)
 	apply := func() (any, error) { return run.apply(f.model, mctx, in) }
 	fail := func(why string, err error) (*http.Response, error) {
+		f.w.faulted(ctx, false)
 		f.w.log("%s %s attempt %s: %s", f.name, op, attempt, why)
 		return nil, err
 	}
@@ -158,7 +159,9 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if d := f.attemptDelay(); !wait(ctx, d, f.stalledUntil) {
 		f.w.step("gave up " + key)
+		f.w.faulted(ctx, false)
 		if !healed && f.roll(p.ghost) {
+			f.w.faulted(ctx, true)
 			d := f.attemptDelay() + time.Millisecond
 			f.w.ghosts.Go(func() {
 				time.Sleep(d)
@@ -173,9 +176,11 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !healed {
 		switch {
 		case f.roll(p.throttle):
+			f.w.faulted(ctx, false)
 			f.w.log("%s %s attempt %s: throttled", f.name, op, attempt)
 			return errorResponse(&types.ProvisionedThroughputExceededException{Message: aws.String("sim: throttled")})
 		case f.roll(p.e500):
+			f.w.faulted(ctx, false)
 			f.w.log("%s %s attempt %s: 500", f.name, op, attempt)
 			return errorResponse(&smithy.GenericAPIError{Code: "InternalServerError", Message: "sim: 500", Fault: smithy.FaultServer})
 		case f.roll(p.timeout):
@@ -191,6 +196,7 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	okWait := wait(ctx, f.attemptDelay(), f.stalledUntil)
 	f.w.step("answer " + key)
 	if !okWait {
+		f.w.faulted(ctx, false)
 		return nil, ctx.Err()
 	}
 	if lost {
