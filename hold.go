@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -54,14 +55,18 @@ func (a *acquisition) holdRecord(ctx context.Context, w *watch, rec *lockRecord,
 		cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 		a.undo(cctx)
 		cancel()
-		if err == nil && l.Err() != nil {
-			// Lost while the undo ran (never return a lock already lost):
-			// recorded as lost if it only lapsed, so it leaves the
-			// registry, and the slot is read anew.
-			_ = l.lose(ErrLeaseExpired, nil)
-			w.forget()
-			return nil, nil
-		}
+	}
+	if err == nil && l.Err() != nil {
+		// Lost already: while the undo above ran, or given up by the
+		// heartbeat scheduler at once (more locks queued than workers, and
+		// its first beat could not land in time). Never return a lock
+		// already lost: it is recorded as lost if it only lapsed, so it
+		// leaves the registry, its item is released, and the key (or the
+		// slot) is read anew.
+		_ = l.lose(ErrLeaseExpired, nil)
+		a.releaseLost(ctx, []*Lock{l})
+		w.forget()
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
@@ -120,6 +125,17 @@ func (a *acquisition) holdAll(ctx context.Context, rvn string, at attempt) ([]*L
 		}
 		c.here.forget(l.regKey())
 	}
+	if slices.ContainsFunc(locks, func(l *Lock) bool { return l.Err() != nil }) {
+		// The heartbeat scheduler gave one up at once (more locks queued
+		// than workers, and its first beat could not land in time). Never
+		// return a lock already lost: release every key and take them
+		// anew; the call's wait bounds the tries.
+		a.releaseLost(ctx, locks)
+		for _, w := range a.watches {
+			w.forget()
+		}
+		return nil, nil
+	}
 	c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", a.c.since(a.start)))
 	return locks, nil
 }
@@ -157,4 +173,21 @@ func (a *acquisition) newLock(w *watch, rec *lockRecord, at attempt) *Lock {
 	l.deleteOnRelease = a.o.deleteLockOnRelease
 	l.monitor = a.o.sessionMonitor
 	return l
+}
+
+// releaseLost releases the keys of locks this call registered but will not
+// return, in one bounded wait even when ctx has ended: a live lock as a
+// release does, a lost one's item only if it still carries that lock's RVN
+// (nobody holds it).
+func (a *acquisition) releaseLost(ctx context.Context, locks []*Lock) {
+	c := a.c
+	rctx, cancel := c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	for _, l := range locks {
+		if l.Err() == nil {
+			_, _ = c.releaseLock(rctx, l, &releaseLockOptions{bestEffort: true})
+			continue
+		}
+		_, _ = c.updateItem(rctx, c.undoInput(l.itemKey(), []string{l.RecordVersionNumber()}))
+	}
 }

@@ -705,6 +705,11 @@ func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 				opts = append(opts, dynamolock.HeartbeatRetries(1+r.IntN(2), 50*time.Millisecond))
 				desc = append(desc, "retries")
 			}
+			if r.IntN(6) == 0 {
+				// Safe here: every client's owner name is its own.
+				opts = append(opts, dynamolock.UnsafeMatchOwnerOnly())
+				desc = append(desc, "owner only")
+			}
 			err := cl.c.SendHeartbeat(l, opts...)
 			w.note("%s SendHeartbeat %s (%s): %v", cl.name, l.PartitionKey(), strings.Join(desc, ", "), err)
 			if err == nil {
