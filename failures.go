@@ -141,7 +141,7 @@ func randomUpTo(d time.Duration) time.Duration {
 	if d < 1 {
 		return 0
 	}
-	return time.Duration(entropy.Int64N(int64(d)))
+	return time.Duration(entropy.Int64N(int64(d), "", ""))
 }
 
 // satAdd adds two non-negative durations, saturating instead of

@@ -43,9 +43,9 @@ var (
 )
 
 func init() {
-	entropy.Read = func(b []byte) {
+	entropy.Read = func(b []byte, key, rvn string) {
 		if w := currentWorld(); w != nil {
-			r := w.draw()
+			r := w.draw(key, rvn)
 			for i := 0; i < len(b); i += 8 {
 				var x [8]byte
 				binary.LittleEndian.PutUint64(x[:], r.Uint64())
@@ -55,31 +55,34 @@ func init() {
 		}
 		_, _ = crand.Read(b)
 	}
-	entropy.Int64N = func(n int64) int64 {
+	entropy.Int64N = func(n int64, key, rvn string) int64 {
 		if w := currentWorld(); w != nil {
-			return w.draw().Int64N(n)
+			return w.draw(key, rvn).Int64N(n)
 		}
 		return mrand.Int64N(n)
 	}
 }
 
-// drawKey identifies a draw of randomness: the instant, and where the
-// drawing goroutine stands (its call stack).
+// drawKey identifies a draw of randomness: the instant, where the drawing
+// goroutine stands (its call stack), and what the draw is for (the lock the
+// library names, if any: its key and record version number).
 type drawKey struct {
 	now   int64
 	stack uint64
+	name  uint64
 }
 
 // draw returns a generator for one draw of the library's randomness. Its
 // numbers depend on the seed, the virtual instant, the calling goroutine's
-// call stack and how many draws that stack made at that instant: not on
-// the order in which goroutines woken together happen to run, nor on how
-// many draws were made before. (Goroutines with one stack drawing at one
-// instant are the one case left to the scheduler: actors run at different
-// depths, see nest, so that only a client's own background goroutines can
-// meet that way.)
-func (w *world) draw() *mrand.Rand {
-	k := drawKey{now: time.Now().UnixNano(), stack: stackHash(4)}
+// call stack, the lock the draw is for and how many draws with that stack
+// for that lock were made at that instant: not on the order in which goroutines woken
+// together happen to run, nor on how many draws were made before.
+// Goroutines with one stack drawing at one instant with one name are the
+// one case left to the scheduler: actors run at different depths (see
+// nest), and a client's heartbeat workers, which share a stack, name their
+// draws by the lock they renew.
+func (w *world) draw(key, rvn string) *mrand.Rand {
+	k := drawKey{now: time.Now().UnixNano(), stack: stackHash(4), name: nameHash(key, rvn)}
 	w.randMu.Lock()
 	if k.now != w.drawNow {
 		clear(w.draws)
@@ -88,7 +91,20 @@ func (w *world) draw() *mrand.Rand {
 	i := w.draws[k]
 	w.draws[k]++
 	w.randMu.Unlock()
-	return mrand.New(mrand.NewPCG(w.seed^k.stack, uint64(k.now)*31+uint64(i)))
+	return mrand.New(mrand.NewPCG(w.seed^k.stack, (uint64(k.now)*31+uint64(i))^k.name))
+}
+
+// nameHash hashes the lock a draw is for; 0 for none, so that unnamed
+// draws play as before names existed.
+func nameHash(key, rvn string) uint64 {
+	if key == "" && rvn == "" {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write([]byte(rvn))
+	return h.Sum64()
 }
 
 // stackHash hashes the program counters of the calling goroutine's stack,
