@@ -134,7 +134,7 @@ func (w *world) trackReader(cl *simClient, l *dynamolock.Lock) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(),
-		token: l.FencingToken(), client: cl, reader: true}
+		token: l.FencingToken(), rvn: l.RecordVersionNumber(), client: cl, reader: true}
 	w.tracked[l] = tr
 	w.tracef("%s RWLock.RLock %s: granted, token %d beat %.8s lease %s", cl.name, tr.pk, tr.token, l.RecordVersionNumber(), l.LeaseDuration())
 	w.checkLocked(cl.name + " RLock returned")

@@ -511,7 +511,7 @@ func (w *world) track(cl *simClient, l *dynamolock.Lock, how string) {
 	if err := l.Err(); err != nil && !errors.Is(err, dynamolock.ErrLockAlreadyReleased) {
 		w.violate(13, "%s %s %s returned a lock already lost (token %d, lease %s, lease end %s): %v", cl.name, how, l.PartitionKey(), l.FencingToken(), l.LeaseDuration(), l.Expiration().Sub(w.start).Round(time.Millisecond), err)
 	}
-	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(), token: l.FencingToken(), client: cl}
+	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(), token: l.FencingToken(), rvn: l.RecordVersionNumber(), client: cl}
 	w.tracked[l] = tr
 	w.tracef("%s %s %s: granted, token %d rvn %.8s lease %s", cl.name, how, tr.pk, tr.token, l.RecordVersionNumber(), l.LeaseDuration())
 	w.checkLocked(cl.name + " " + how + " returned")
