@@ -121,6 +121,16 @@ func stackHash(skip int) uint64 {
 	return h.Sum64()
 }
 
+// sleep is time.Sleep for an actor, followed by a step: an actor that
+// wakes at the instant a library goroutine of its client does (a heartbeat
+// falling due) calls the library only once that goroutine has blocked,
+// instead of racing it for the lock's write turn, a race the Go scheduler
+// would decide (seed 5: a reader's release and its heartbeat).
+func (w *world) sleep(d time.Duration) {
+	time.Sleep(d)
+	w.step("woke")
+}
+
 // nest runs f under depth extra frames, so that goroutines doing the same
 // thing have different call stacks (see draw).
 func nest(depth int, f func()) {

@@ -550,9 +550,9 @@ func (w *world) actor(slot, a int, r *rand.Rand, deadline time.Time) {
 		case n < 90:
 			w.elect(cl, r)
 		default:
-			time.Sleep(time.Duration(r.Int64N(int64(cl.lease))))
+			w.sleep(time.Duration(r.Int64N(int64(cl.lease))))
 		}
-		time.Sleep(time.Millisecond + time.Duration(r.IntN(20))*time.Millisecond)
+		w.sleep(time.Millisecond + time.Duration(r.IntN(20))*time.Millisecond)
 	}
 }
 
@@ -651,7 +651,7 @@ func (w *world) acquireFailed(cl *simClient, key string, call int, err error) {
 // hold uses a held lock for a while: heartbeats, guarded writes, Get.
 func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 	for range r.IntN(4) {
-		time.Sleep(time.Duration(r.Int64N(int64(cl.lease + cl.lease/2))))
+		w.sleep(time.Duration(r.Int64N(int64(cl.lease + cl.lease/2))))
 		switch r.IntN(3) {
 		case 0:
 			var opts []dynamolock.SendHeartbeatOption
