@@ -295,21 +295,23 @@ func reqKey(in any) string {
 // TestReplayIsExact runs seeds twice each and compares their reports (setup,
 // violations, whole trace) byte for byte: one seed gives one run.
 func TestReplayIsExact(t *testing.T) {
-	seeds := []uint64{2, 10, 30}
+	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 10, 30}
 	if testing.Short() {
-		seeds = seeds[:2]
+		seeds = seeds[:3]
 	}
-	if *flagFaults != "call" {
-		t.Skip("-sim.faults=attempt and mixed do not replay exactly yet (docs/SIMULATION.md)")
+	if *flagFaults != "call" || *flagClocks != "off" {
+		// Ties left to the Go scheduler remain there (a context's deadline
+		// and a timer at one instant, goroutines woken together by the end
+		// of a pause): a few seeds in forty differ (docs/SIMULATION.md).
+		t.Skip("with -sim.faults=attempt or mixed, or -sim.clocks=within or beyond, replay is not exact yet (docs/SIMULATION.md)")
 	}
 	if raceDetector {
 		// The race detector reorders runnable goroutines on purpose, and
-		// the dispatcher leaves some meetings (two goroutines with the same
-		// stack at the same instant) to the scheduler: under -race two
-		// runs of one seed can differ, and without it about one run in
-		// twenty still does (docs/SIMULATION.md). Run it without -race:
+		// the dispatcher cannot order every meeting of two goroutines at
+		// one instant (docs/SIMULATION.md): under -race two runs of one
+		// seed can differ. Run it without -race:
 		// go test -count=1 -run '^TestReplayIsExact$' ./internal/sim
-		t.Skip("exact replay is not yet reliable under the race detector (docs/SIMULATION.md); run it without -race")
+		t.Skip("exact replay is not reliable under the race detector (docs/SIMULATION.md); run it without -race")
 	}
 	for _, seed := range seeds {
 		var runs [2]string
