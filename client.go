@@ -86,10 +86,14 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 
 func defaultOwnerName() string {
 	host, _ := os.Hostname()
-	return host + newUUID()
+	return host + newUUID("", "")
 }
 
-func newRVN() string { return newUUID() }
+func newRVN() string { return newUUID("", "") }
+
+// newRVNFor returns the record version number of l's next renewal, a draw
+// named by l (see internal/entropy). Called with l.mu held.
+func newRVNFor(l *Lock) string { return newUUID(l.partitionKey, l.rvn) }
 
 // newUUID returns a random (version 4) UUID in its canonical 36-character
 // form: one allocation, the string. Its bits come from crypto/rand, as
@@ -97,10 +101,11 @@ func newRVN() string { return newUUID() }
 // through an io.Reader, which moves the UUID to the heap, a second
 // allocation on every acquisition and heartbeat. crypto/rand.Read does not
 // fail (Go 1.24+). It is read through internal/entropy, which the
-// deterministic simulation replaces.
-func newUUID() string {
+// deterministic simulation replaces; key and rvn name the lock it is for,
+// if any.
+func newUUID(key, rvn string) string {
 	var u uuid.UUID
-	entropy.Read(u[:])
+	entropy.Read(u[:], key, rvn)
 	u.SetVersion(uuid.V4)
 	u.SetVariant(uuid.VariantRFC9562)
 	return u.String()

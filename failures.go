@@ -108,18 +108,25 @@ func httpStatus(err error) int {
 // sleep is the client's one sleep: it waits d, or until woken is closed or
 // sent to (nil: never), and returns ctx.Err() when ctx ends first, or
 // ErrClientClosed when the client closes first.
+//
+// When several of these are ready at once (the timer fires at the instant
+// ctx's deadline passes, a wake-up comes after Close started), the answer
+// does not depend on the select's random choice: a closed client wins, then
+// an ended ctx. (So one seed of the simulation is one run.)
 func (c *Client) sleep(ctx context.Context, d time.Duration, woken <-chan struct{}) error {
 	t := c.newTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-t.C():
-		return nil
 	case <-woken:
-		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+	case <-c.closing:
+	}
+	select {
 	case <-c.closing:
 		return ErrClientClosed
+	default:
+		return ctx.Err()
 	}
 }
 
@@ -141,7 +148,7 @@ func randomUpTo(d time.Duration) time.Duration {
 	if d < 1 {
 		return 0
 	}
-	return time.Duration(entropy.Int64N(int64(d)))
+	return time.Duration(entropy.Int64N(int64(d), "", ""))
 }
 
 // satAdd adds two non-negative durations, saturating instead of

@@ -151,7 +151,7 @@ func newFairState(o *acquireLockOptions) *fairState {
 // randomID is a short random identifier (16 hex digits).
 func randomID() string {
 	var b [8]byte
-	entropy.Read(b[:])
+	entropy.Read(b[:], "", "")
 	return hex.EncodeToString(b[:])
 }
 

@@ -230,7 +230,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 		// lock past it) a resend would renew nothing: write anew.
 		if w == nil || !w.sameWrite(lease, o) || !now.Before(w.sent.Add(w.lease)) {
 			l.renewal.built++
-			w = &renewal{seq: l.renewal.built, rvn: newRVN(), sent: now, lease: lease, opts: *o}
+			w = &renewal{seq: l.renewal.built, rvn: newRVNFor(l), sent: now, lease: lease, opts: *o}
 			w.input = c.heartbeatInput(l, w)
 			l.renewal.pending = w
 			moved = l.mayLandLocked(w)

@@ -78,13 +78,20 @@ func (h *here) count() int {
 	return len(h.locks)
 }
 
-// all returns the locks in the registry.
+// all returns the locks in the registry, by registry key.
 func (h *here) all() []*Lock {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	locks := make([]*Lock, 0, len(h.locks))
-	for _, l := range h.locks {
-		locks = append(locks, l)
+	keys := make([]string, 0, len(h.locks))
+	for k := range h.locks {
+		keys = append(keys, k)
+	}
+	// In key order, not the map's random one: Close releases them in this
+	// order, so that a run of the simulation is one run of its seed.
+	slices.Sort(keys)
+	for _, k := range keys {
+		locks = append(locks, h.locks[k])
 	}
 	return locks
 }

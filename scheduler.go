@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
 
 // schedEntry is the scheduler's bookkeeping for one held lock, kept in
@@ -380,7 +382,12 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 		backoff := min(max(2*time.Duration(e.backoff)*time.Millisecond, 25*time.Millisecond),
 			max(s.c.cfg.heartbeatPeriod/2, 25*time.Millisecond), math.MaxInt32*time.Millisecond)
 		e.backoff = int32(backoff / time.Millisecond)
-		e.retryAt = max(s.at(now.Add(backoff+randomUpTo(backoff))), 1)
+		// The jitter is drawn for this lock (see internal/entropy).
+		r.l.mu.Lock()
+		rvn := r.l.rvn
+		r.l.mu.Unlock()
+		jitter := time.Duration(entropy.Int64N(int64(backoff), r.l.partitionKey, rvn))
+		e.retryAt = max(s.at(now.Add(backoff+jitter)), 1)
 	} else {
 		e.backoff = 0
 		e.retryAt = 0

@@ -101,7 +101,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lo
 	if o.fair && s.size > 1 && !c.canTransact() {
 		return nil, unsupported("Semaphore.Acquire with WithFairness", "TransactWriteItems")
 	}
-	first := int(entropy.Int64N(int64(s.size)))
+	first := int(entropy.Int64N(int64(s.size), "", ""))
 	if o.fair {
 		first = 0 // the fair queue lives on slot 0's item: try it first
 	}

@@ -107,7 +107,7 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 		}
 	}
 	l.renewal.built++
-	w := &renewal{seq: l.renewal.built, rvn: newRVN(), sent: l.now(), lease: l.leaseDuration}
+	w := &renewal{seq: l.renewal.built, rvn: newRVNFor(l), sent: l.now(), lease: l.leaseDuration}
 	// Heartbeats whose answer was lost may have moved the RVN: accept them.
 	cond := l.conditionLocked(b, w.rvn)
 	if l.fencingToken > 0 {

@@ -23,6 +23,7 @@ type tracked struct {
 	pk     string
 	owner  string
 	token  uint64
+	rvn    string // when it was tracked: tells a client's readers of one key apart
 	client *simClient
 	reader bool // an RWLock's reader: checked by checkRW, not by invariants 1 and 2
 }
@@ -303,7 +304,10 @@ func (w *world) sortedTracked() []*tracked {
 		if a.owner != b.owner {
 			return a.owner < b.owner
 		}
-		return a.token < b.token
+		if a.token != b.token {
+			return a.token < b.token
+		}
+		return a.rvn < b.rvn
 	})
 	return trs
 }

@@ -77,11 +77,20 @@ func (f *faultyDB) stalledUntil() time.Time {
 }
 
 // wait sleeps d, and through any stall; it reports false if ctx ended first.
+// A wait that would end at ctx's deadline or later ends with ctx, at the
+// deadline: otherwise a timer and a deadline at one instant (a request
+// delayed to the very end of the lease that bounds it) would be a race
+// between this goroutine and the context's, which two runs of a seed could
+// see end differently.
 func wait(ctx context.Context, d time.Duration, stall func() time.Time) bool {
 	for {
 		until := time.Now().Add(d)
 		if s := stall(); s.After(until) {
 			until = s
+		}
+		if dl, ok := ctx.Deadline(); ok && !until.Before(dl) {
+			<-ctx.Done()
+			return false
 		}
 		t := time.NewTimer(time.Until(until))
 		select {

@@ -102,7 +102,7 @@ func (w *world) multi(cl *simClient, r *rand.Rand) {
 	for _, l := range locks {
 		w.track(cl, l, "AcquireLocks")
 	}
-	time.Sleep(time.Duration(r.Int64N(int64(cl.lease))))
+	w.sleep(time.Duration(r.Int64N(int64(cl.lease))))
 	for _, l := range locks {
 		if r.IntN(8) == 0 {
 			w.note("%s abandons %s (token %d) to its heartbeats and Close", cl.name, l.PartitionKey(), l.FencingToken())
@@ -174,7 +174,7 @@ func (w *world) elect(cl *simClient, r *rand.Rand) {
 		err := e.Proclaim(context.Background(), []byte(value))
 		w.note("%s Proclaim %q: %s", cl.name, value, errOrOK(err))
 		w.readLeader(cl, e, "Leader as leader")
-		time.Sleep(time.Duration(r.Int64N(int64(cl.lease / 2))))
+		w.sleep(time.Duration(r.Int64N(int64(cl.lease / 2))))
 	}
 	if r.IntN(5) == 0 {
 		w.note("%s abandons leadership (token %d) to its heartbeats and Close", cl.name, l.FencingToken())

@@ -46,11 +46,15 @@ func (w *world) rwActors(wg *sync.WaitGroup, deadline time.Time) {
 	for i := range w.slots {
 		for a := range r.IntN(3) {
 			ar := rand.New(rand.NewPCG(w.seed, uint64(0x2e3d00+10*i+a)))
+			// At depths of their own (see nest): two writers of one
+			// client drawing their RVNs at one instant must not tie.
 			wg.Go(func() {
-				for time.Now().Before(deadline) {
-					w.rwlock(w.client(i), ar)
-					time.Sleep(time.Millisecond + time.Duration(ar.IntN(20))*time.Millisecond)
-				}
+				nest(2*i+a, func() {
+					for time.Now().Before(deadline) {
+						w.rwlock(w.client(i), ar)
+						w.sleep(time.Millisecond + time.Duration(ar.IntN(20))*time.Millisecond)
+					}
+				})
 			})
 		}
 	}
@@ -102,7 +106,7 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 	w.logGrant(l, false, callStart)
 	w.trackReader(cl, l)
 	for range r.IntN(3) {
-		time.Sleep(time.Duration(r.Int64N(int64(cl.lease))))
+		w.sleep(time.Duration(r.Int64N(int64(cl.lease))))
 		var hopts []dynamolock.SendHeartbeatOption
 		if r.IntN(2) == 0 {
 			hopts = append(hopts, dynamolock.WithLeaseDurationToEnsure(2*cl.hb+time.Duration(r.Int64N(int64(cl.lease)))))
@@ -134,7 +138,7 @@ func (w *world) trackReader(cl *simClient, l *dynamolock.Lock) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(),
-		token: l.FencingToken(), client: cl, reader: true}
+		token: l.FencingToken(), rvn: l.RecordVersionNumber(), client: cl, reader: true}
 	w.tracked[l] = tr
 	w.tracef("%s RWLock.RLock %s: granted, token %d beat %.8s lease %s", cl.name, tr.pk, tr.token, l.RecordVersionNumber(), l.LeaseDuration())
 	w.checkLocked(cl.name + " RLock returned")

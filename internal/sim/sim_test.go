@@ -515,7 +515,7 @@ func (w *world) track(cl *simClient, l *dynamolock.Lock, how string) {
 	if err := l.Err(); err != nil && !errors.Is(err, dynamolock.ErrLockAlreadyReleased) {
 		w.violate(13, "%s %s %s returned a lock already lost (token %d, lease %s, lease end %s): %v", cl.name, how, l.PartitionKey(), l.FencingToken(), l.LeaseDuration(), l.Expiration().Sub(w.start).Round(time.Millisecond), err)
 	}
-	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(), token: l.FencingToken(), client: cl}
+	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(), token: l.FencingToken(), rvn: l.RecordVersionNumber(), client: cl}
 	w.tracked[l] = tr
 	w.tracef("%s %s %s: granted, token %d rvn %.8s lease %s", cl.name, how, tr.pk, tr.token, l.RecordVersionNumber(), l.LeaseDuration())
 	w.checkLocked(cl.name + " " + how + " returned")
@@ -554,9 +554,9 @@ func (w *world) actor(slot, a int, r *rand.Rand, deadline time.Time) {
 		case n < 90:
 			w.elect(cl, r)
 		default:
-			time.Sleep(time.Duration(r.Int64N(int64(cl.lease))))
+			w.sleep(time.Duration(r.Int64N(int64(cl.lease))))
 		}
-		time.Sleep(time.Millisecond + time.Duration(r.IntN(20))*time.Millisecond)
+		w.sleep(time.Millisecond + time.Duration(r.IntN(20))*time.Millisecond)
 	}
 }
 
@@ -678,7 +678,7 @@ func (w *world) faulted(ctx context.Context, ghost bool) {
 // hold uses a held lock for a while: heartbeats, guarded writes, Get.
 func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 	for range r.IntN(4) {
-		time.Sleep(time.Duration(r.Int64N(int64(cl.lease + cl.lease/2))))
+		w.sleep(time.Duration(r.Int64N(int64(cl.lease + cl.lease/2))))
 		switch r.IntN(3) {
 		case 0:
 			var opts []dynamolock.SendHeartbeatOption

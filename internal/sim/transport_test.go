@@ -74,7 +74,7 @@ func (f *faultyDB) sdkClient() *dynamodb.Client {
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = f.attempt.attempts
 			o.Backoff = retry.BackoffDelayerFunc(func(attempt int, err error) (time.Duration, error) {
-				return backoff(w.draw().Float64(), attempt, err), nil
+				return backoff(w.draw("", "").Float64(), attempt, err), nil
 			})
 		}),
 		IdempotencyTokenProvider: tokenProvider{w},
@@ -98,7 +98,7 @@ func backoff(b float64, attempt int, err error) time.Duration {
 type tokenProvider struct{ w *world }
 
 func (p tokenProvider) GetIdempotencyToken() (string, error) {
-	r := p.w.draw()
+	r := p.w.draw("", "")
 	return fmt.Sprintf("%016x%016x", r.Uint64(), r.Uint64()), nil
 }
 
