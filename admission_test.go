@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,15 +68,31 @@ func TestAdmissionReopensAfterShortSlowdown(t *testing.T) {
 func TestAdmissionRefusesRatherThanLoses(t *testing.T) {
 	table := newTable(t, "")
 	db, _ := newDB(t)
-	server := make(chan struct{}, 1)
+	// The backend serves one write per 10 ms slot of a fixed schedule: a
+	// request takes the next free slot and waits for it. Slots follow the
+	// schedule, not the end of the previous wait, so a loaded machine that
+	// wakes this process late adds latency but takes nothing from the rate.
+	// (Serving one 10 ms sleep after another made the rate itself depend on
+	// the machine's load: the backend slowed below what admission had
+	// measured, which is outside the promise, and the test lost locks.)
+	var (
+		paceMu sync.Mutex
+		next   time.Time
+		served atomic.Int64
+	)
 	serve := func(ctx context.Context) error {
-		select {
-		case server <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+		paceMu.Lock()
+		at := time.Now()
+		if at.Before(next) {
+			at = next
 		}
-		defer func() { <-server }()
-		return faults.Sleep(10 * time.Millisecond)(ctx)
+		next = at.Add(10 * time.Millisecond)
+		paceMu.Unlock()
+		if err := faults.Sleep(time.Until(at))(ctx); err != nil {
+			return err
+		}
+		served.Add(1)
+		return nil
 	}
 	fdb := faults.Wrap(db, &faults.Rule{Op: "UpdateItem", Before: serve})
 	c := newClient(t, fdb, table, dynamolock.WithLeaseDuration(4*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
@@ -110,7 +127,9 @@ func TestAdmissionRefusesRatherThanLoses(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	holdStart, servedBefore := time.Now(), served.Load()
 	time.Sleep(5 * time.Second) // more than a lease: every held lock must be renewed through it
+	rate := float64(served.Load()-servedBefore) / time.Since(holdStart).Seconds()
 	lost := 0
 	for _, l := range held {
 		if l.Err() != nil {
@@ -118,7 +137,8 @@ func TestAdmissionRefusesRatherThanLoses(t *testing.T) {
 		}
 	}
 	stopWatch()
-	t.Logf("held %d, refused %d, lost %d, longest scheduling delay %s, stats %+v", len(held), refused, lost, starved(), c.Stats())
+	t.Logf("held %d, refused %d, lost %d, backend served %.0f writes/s while they were held, longest scheduling delay %s, stats %+v",
+		len(held), refused, lost, rate, starved(), c.Stats())
 	if lost > 0 && starved() >= 500*time.Millisecond {
 		t.Skipf("inconclusive, not passed: this process was starved of CPU for %s (an eighth of the lease or more) and %d locks were lost; rerun on a less loaded machine", starved(), lost)
 	}
