@@ -148,8 +148,12 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 	defer func() { admitted.end(err == nil) }()
 	if err != nil {
 		for _, w := range a.watches {
+			if w.handover {
+				w.handover = false
+				a.c.here.handedOver(w.regKey)
+			}
 			if w.woken {
-				a.c.here.passOn(w.regKey) // see here.wake
+				a.c.here.passOn(w.regKey, a.c.now()) // see here.wake
 			}
 		}
 		// One bounded wait for both clean-ups, even when ctx has ended.
@@ -171,6 +175,9 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 // loop sleeps until the earliest read any key is due, then reads the keys
 // that are due.
 func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
+	if err := a.yieldHere(ctx); err != nil {
+		return nil, err
+	}
 	now := a.c.now()
 	for _, w := range a.watches {
 		w.next = a.fairly(w, decision{step: stepWrite}, now, time.Time{})
@@ -259,6 +266,38 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 			}
 		}
 	}
+}
+
+// yieldHere makes a plain acquisition of a key that is busy here (held by
+// this client, or being handed over to the waiter its end woke: see
+// here.busy) wait among the plain waiters before its first write, instead
+// of sending a write that would fail on the holder's item or race the
+// woken waiter for the released one. The end of the lock here wakes the
+// waiter that watched longest, so the waiters take the key in turn (a
+// goroutine that releases and asks again at once goes last), and each
+// hand-over costs the one write that takes the key. It waits one refresh
+// period at most, then writes as a poll would: the holder may be another
+// process by then.
+func (a *acquisition) yieldHere(ctx context.Context) error {
+	c, w := a.c, a.watches[0]
+	if a.mode != modeOne || w.fair != nil || a.o.reentrant || a.o.failIfLocked || noSameProcessHandover ||
+		!c.here.busy(w.regKey, c.now()) {
+		return nil
+	}
+	ch, unwatch := c.here.watch(w.regKey, nil, true)
+	defer unwatch()
+	var err error
+	if c.here.busy(w.regKey, c.now()) { // watch first, then look again (here, rule 2)
+		c.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for lock", slogKey(w.key), slog.Bool("heldHere", true))
+		d := min(a.o.refreshPeriod-randomUpTo(a.o.refreshJitter), c.until(a.deadlineFor(w)))
+		err = c.pause(ctx, d, ch, a.what)
+	}
+	select {
+	case <-ch:
+		w.woken, w.handover = true, true
+	default:
+	}
+	return err
 }
 
 // one returns l as the locks of a run, or err.

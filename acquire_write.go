@@ -42,6 +42,11 @@ func (a *acquisition) transactWriteItems(ctx context.Context, items []types.Tran
 // returns the error that ends the call.
 func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	c := a.c
+	if w.handover {
+		// Settled once this write is answered and its lock, if any, held.
+		w.handover = false
+		defer c.here.handedOver(w.regKey)
+	}
 	d := w.next
 	rvn := newRVN()
 	// One instant for the stored expiry and this holder's lease, taken

@@ -17,7 +17,9 @@ import (
 //   - wake-ups: acquisitions waiting for a key this client holds learn at
 //     once that the lock ended here, instead of at their next poll (other
 //     processes still poll, and the woken waiter still has to win the same
-//     conditional write);
+//     conditional write); a new plain acquisition of a key held here, or
+//     being handed to a woken waiter, waits among the waiters instead of
+//     writing (busy);
 //   - gates: reentrant acquisitions of one key take turns;
 //   - observations: the RVN last seen in another owner's item per key, and
 //     when it was first seen, so that FailIfLocked can take over a dead
@@ -50,7 +52,10 @@ type here struct {
 
 	wakeMu sync.Mutex
 	wakes  map[string][]*wakeup // guarded by wakeMu; in the order they watched
-	ended  atomic.Uint64        // locks that ended here, on any key
+	// handing: when the plain waiter last woken on a key was woken, until
+	// it has written (see busy); guarded by wakeMu.
+	handing map[string]time.Time
+	ended   atomic.Uint64 // locks that ended here, on any key
 
 	gates keyGates
 	seen  observations
@@ -110,7 +115,7 @@ func (h *here) add(l *Lock) (prev *Lock) {
 // end takes l out of the registry (unless another lock of its key replaced
 // it there), then cancels its end context (closing Done) with reason, then
 // wakes the acquisitions watching its key: rule 2.
-func (h *here) end(l *Lock, cancel context.CancelCauseFunc, reason error) {
+func (h *here) end(l *Lock, cancel context.CancelCauseFunc, reason error, now time.Time) {
 	k := l.regKey()
 	h.mu.Lock()
 	if h.locks[k] == l {
@@ -120,7 +125,7 @@ func (h *here) end(l *Lock, cancel context.CancelCauseFunc, reason error) {
 	if cancel != nil {
 		cancel(reason)
 	}
-	h.wake(k)
+	h.wake(k, now)
 }
 
 // sending records rvn, an acquiring write about to be sent, as in flight.
@@ -198,25 +203,25 @@ func (h *here) watch(regKey string, notify chan<- struct{}, one bool) (<-chan st
 // others stay watching, and the next end here wakes the next of them. A
 // woken waiter whose write loses to another process leaves the rest to
 // their polls, as the loser itself then is.
-func (h *here) wake(regKey string) {
+func (h *here) wake(regKey string, now time.Time) {
 	h.ended.Add(1)
 	h.wakeMu.Lock()
 	defer h.wakeMu.Unlock()
-	h.wakeLocked(regKey, true)
+	h.wakeLocked(regKey, true, now)
 }
 
 // passOn wakes the plain waiter on regKey that has watched longest: an
 // acquisition woken by wake that gives up without the lock passes its
 // wake-up on, so that the others do not wait for their next poll.
-func (h *here) passOn(regKey string) {
+func (h *here) passOn(regKey string, now time.Time) {
 	h.wakeMu.Lock()
 	defer h.wakeMu.Unlock()
-	h.wakeLocked(regKey, false)
+	h.wakeLocked(regKey, false, now)
 }
 
 // wakeLocked wakes the first plain waiter on regKey and, when all, every
 // other watcher that is not a plain waiter.
-func (h *here) wakeLocked(regKey string, all bool) {
+func (h *here) wakeLocked(regKey string, all bool, now time.Time) {
 	us := h.wakes[regKey]
 	kept, woke := us[:0], false
 	for _, u := range us {
@@ -224,7 +229,13 @@ func (h *here) wakeLocked(regKey string, all bool) {
 			kept = append(kept, u)
 			continue
 		}
-		woke = woke || u.one
+		if u.one {
+			woke = true
+			if h.handing == nil {
+				h.handing = make(map[string]time.Time)
+			}
+			h.handing[regKey] = now
+		}
 		close(u.ch)
 		if u.notify != nil {
 			select {
@@ -240,6 +251,41 @@ func (h *here) wakeLocked(regKey string, all bool) {
 		h.wakes[regKey] = kept
 	}
 }
+
+// handedOver records that the plain waiter woken on regKey has written
+// (or given up): the key is no longer being handed over.
+func (h *here) handedOver(regKey string) {
+	h.wakeMu.Lock()
+	delete(h.handing, regKey)
+	h.wakeMu.Unlock()
+}
+
+// busy reports whether a plain acquisition of regKey that starts now
+// should wait among the plain waiters here before it writes: a lock on the
+// key is held here (the write would fail on its item), or the plain
+// waiter woken by its end has not written yet (the two writes would race
+// for the released item, and one of them fail). Such an acquisition
+// watches the key, so that the next end here wakes it in its turn (see
+// acquisition.yieldHere). A hand-over counts for handoverHold at most, so
+// that a waiter that never writes holds no one up for longer.
+func (h *here) busy(regKey string, now time.Time) bool {
+	if h.held(regKey) != nil {
+		return true
+	}
+	h.wakeMu.Lock()
+	defer h.wakeMu.Unlock()
+	t, ok := h.handing[regKey]
+	if ok && now.Sub(t) >= handoverHold {
+		delete(h.handing, regKey)
+		return false
+	}
+	return ok
+}
+
+// handoverHold bounds how long a hand-over to a woken waiter counts as
+// in progress (see busy): far more than a woken waiter needs to send its
+// write.
+const handoverHold = time.Second
 
 // takeTurn waits for regKey's turn among reentrant acquisitions until ctx
 // ends, and returns the function that gives the turn back.

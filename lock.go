@@ -423,7 +423,7 @@ func (l *Lock) end(lost *LockLostError) bool {
 	}
 	l.mu.Unlock()
 	c := l.client
-	c.here.end(l, cancel, reason) // this client's own waiters try at once
+	c.here.end(l, cancel, reason, c.now()) // this client's own waiters try at once
 	c.sched.notify(l)
 	return true
 }

@@ -28,6 +28,9 @@ type watch struct {
 	hands      hands
 	out        bool // a semaphore slot whose wait ended
 	woken      bool // the last sleep ended because a lock on the key ended here
+	// handover: woken as the key's plain waiter (see here.wake); the
+	// call's next write (or its end) settles the hand-over.
+	handover bool
 }
 
 // hands counts the times a key changed hands while an acquisition waited:
@@ -116,8 +119,9 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 	c := a.c
 	var notify chan struct{}
 	type watched struct {
-		w  *watch
-		ch <-chan struct{}
+		w     *watch
+		ch    <-chan struct{}
+		plain bool
 	}
 	var chans []watched
 	var wake time.Time
@@ -135,9 +139,10 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 				notify = make(chan struct{}, 1)
 			}
 			// Watch first (see here, rule 2).
-			ch, unwatch := c.here.watch(w.regKey, notify, w.fair == nil && a.semFair == nil && len(a.watches) == 1)
+			plain := w.fair == nil && a.semFair == nil && len(a.watches) == 1
+			ch, unwatch := c.here.watch(w.regKey, notify, plain)
 			defer unwatch()
-			chans = append(chans, watched{w, ch})
+			chans = append(chans, watched{w, ch, plain})
 			// The count is the client's, over every key: skip the wait
 			// once per RVN at most, or a holder elsewhere with this owner
 			// name would be polled without pause while this client's
@@ -158,18 +163,21 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 	if notify != nil {
 		woken = notify
 	}
-	if err := c.pause(ctx, a.c.until(wake), woken, a.what); err != nil {
-		return nil, err
-	}
-	now := a.c.now()
+	err := c.pause(ctx, a.c.until(wake), woken, a.what)
+	// A wake-up that came with the end of ctx is still this call's: it
+	// passes it on as it gives up (admitThenRun).
 	for _, x := range chans {
 		select {
 		case <-x.ch:
-			x.w.woken = true
+			x.w.woken, x.w.handover = true, x.plain
 			due = append(due, x.w)
 		default:
 		}
 	}
+	if err != nil {
+		return nil, err
+	}
+	now := a.c.now()
 	for _, w := range a.watches {
 		if !w.out && w.next.step == stepRead && !w.woken && !now.Before(w.next.at) {
 			due = append(due, w)
