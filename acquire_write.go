@@ -291,7 +291,7 @@ func (a *acquisition) undo(ctx context.Context) {
 // release marks w's item released if it still carries one of rvns.
 func (a *acquisition) release(ctx context.Context, w *watch, rvns []string) {
 	c := a.c
-	_, err := a.updateItem(ctx, c.undoInput(c.itemKeyOf(w.key, w.sortKey), rvns))
+	_, err := a.updateItem(ctx, c.undoInput(c.itemKeyOf(w.key, w.sortKey), rvns, 0))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
@@ -300,14 +300,19 @@ func (a *acquisition) release(ctx context.Context, w *watch, rvns []string) {
 }
 
 // undoInput marks the item released if it still carries this owner's name
-// and one of rvns: a write of this client that nobody holds any more.
-func (c *Client) undoInput(key map[string]types.AttributeValue, rvns []string) *dynamodb.UpdateItemInput {
+// and one of rvns: a write of this client that nobody holds any more; and,
+// when token is not 0, that fencing token (the write was a renewal of that
+// acquisition).
+func (c *Client) undoInput(key map[string]types.AttributeValue, rvns []string, token uint64) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	in := b.value(":u0", attrS(rvns[0]))
 	for i, rvn := range rvns[1:] {
 		in += ", " + b.value(":u"+strconv.Itoa(i+1), attrS(rvn))
 	}
 	cond := ownerCondition(b, c.cfg.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
+	if token != 0 {
+		cond += " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(token))
+	}
 	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b)
 	return c.guardedUpdate(key, b, update, cond)
 }

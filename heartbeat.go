@@ -298,7 +298,13 @@ func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 	}
 	var cond string
 	if w.opts.matchOwnerOnly {
-		cond = ownerCondition(b, l.ownerName)
+		// Any RVN of this owner, but not another acquisition of this
+		// library (another fencing token): a late owner-only beat of a
+		// lock that ended must not renew (nor, as it lands after the end,
+		// release: undoLanded) the item of a later acquisition of the
+		// same owner. An item another tool rewrote carries no token.
+		cond = ownerCondition(b, l.ownerName) + " AND (" + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken)) +
+			" OR attribute_not_exists(#f))"
 	} else {
 		cond = l.conditionLocked(b, w.rvn)
 	}
@@ -349,6 +355,7 @@ func ownerCondition(b *exprBuilder, owner string) string {
 	return b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(owner)) +
 		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
 }
+
 
 // renewed records that w landed; item is what it returned (ReturnValues
 // ALL_NEW, while a write that changes the data is in doubt), or nil. The
@@ -427,7 +434,9 @@ func (c *Client) undoLanded(ctx context.Context, l *Lock, w *renewal) {
 	}
 	cctx, cancel := c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
-	_, err := c.updateItem(cctx, c.undoInput(l.itemKey(), []string{w.rvn}))
+	// Only this acquisition's item (its fencing token): w's RVN on another
+	// one's would be a write that could not land there (see heartbeatInput).
+	_, err := c.updateItem(cctx, c.undoInput(l.itemKey(), []string{w.rvn}, l.FencingToken()))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		l.log(slog.LevelWarn, "a heartbeat landed after the lock was lost and could not be taken back; the item expires after its lease", slogErr(err))

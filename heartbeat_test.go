@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
 // A lock with a 1 s lease held for several leases stays held.
@@ -340,4 +342,54 @@ func TestDoContextSeesALapsedLeaseAtOnce(t *testing.T) {
 		return nil
 	})
 	assert.ErrorIs(t, err, dynamolock.ErrLockLost, "the release reports the loss")
+}
+
+// An owner-only heartbeat of a lock that ends while the heartbeat is on
+// its way must not touch the item of the acquisition that took the key
+// next in the same client (the same owner name). Before, it renewed that
+// item (its condition named the owner only) and, having landed after its
+// own lock ended, released what it had renewed: the new holder still
+// believed it held a key that another client then took (two holders; the
+// simulation's seeds 6551 and 5962 of 10,000).
+func TestLateOwnerOnlyHeartbeatLeavesTheNextAcquisitionAlone(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx := context.Background()
+	gate := faults.NewGate()
+	ownerOnly := &faults.Rule{Op: "UpdateItem", Times: 1, Before: gate.Wait, Match: func(in any) bool {
+		u := in.(*dynamodb.UpdateItemInput)
+		return isHeartbeat(in) && !strings.Contains(aws.ToString(u.ConditionExpression), " IN (")
+	}}
+	fdb := faults.Wrap(db, ownerOnly)
+	c := newClient(t, fdb, table, dynamolock.DisableHeartbeat(), dynamolock.WithLeaseDuration(time.Second))
+	first, err := c.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	beat := make(chan error, 1)
+	go func() { beat <- c.SendHeartbeatWithContext(ctx, first, dynamolock.UnsafeMatchOwnerOnly()) }()
+	select {
+	case <-gate.Arrived():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the owner-only heartbeat was not sent")
+	}
+	// The first lock's lease runs out while its heartbeat is held; the
+	// client takes the key again (its own owner's item, no longer held here).
+	require.True(t, closedWithin(first.Done(), 5*time.Second), "the first lock's lease ends")
+	second, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithReentrant(), dynamolock.WithLockLease(20*time.Second))
+	require.NoError(t, err)
+	require.Greater(t, second.FencingToken(), first.FencingToken())
+	gate.Open()
+	select {
+	case err := <-beat:
+		require.ErrorIs(t, err, dynamolock.ErrLockLost, "the first lock stays lost")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held heartbeat did not return")
+	}
+	item := rawItem(t, db, table, keyOf("k"))
+	assert.NotContains(t, item, "isReleased", "the second acquisition's item was released by the first lock's heartbeat")
+	assert.Equal(t, second.RecordVersionNumber(), item["recordVersionNumber"].(*types.AttributeValueMemberS).Value,
+		"the second acquisition's item was renewed by the first lock's heartbeat")
+	require.NoError(t, second.Err())
+	other := newClient(t, db, table, dynamolock.DisableHeartbeat())
+	_, err = other.AcquireLockWithContext(ctx, "k", dynamolock.FailIfLocked())
+	require.Error(t, err, "another client took the key the second lock holds")
 }

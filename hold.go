@@ -188,6 +188,6 @@ func (a *acquisition) releaseLost(ctx context.Context, locks []*Lock) {
 			_, _ = c.releaseLock(rctx, l, &releaseLockOptions{bestEffort: true})
 			continue
 		}
-		_, _ = c.updateItem(rctx, c.undoInput(l.itemKey(), []string{l.RecordVersionNumber()}))
+		_, _ = c.updateItem(rctx, c.undoInput(l.itemKey(), []string{l.RecordVersionNumber()}, l.FencingToken()))
 	}
 }

@@ -402,8 +402,12 @@ func HeartbeatRetries(retries int, waitTime time.Duration) SendHeartbeatOption {
 
 // UnsafeMatchOwnerOnly conditions the heartbeat on the owner name only, not
 // on the record version number. It renews the lock even when another client
-// with the same owner name took it over in between, which is unsafe unless
-// owner names are unique per process.
+// with the same owner name rewrote its item in between (dynamolock v2 and
+// Amazon's Java client write no fencing token), which is unsafe unless
+// owner names are unique per process. It never renews another acquisition
+// of the key by this library (another fencing token), this client's own
+// included: a late owner-only heartbeat of a lock that ended does not
+// touch the item of the lock that took the key after it.
 func UnsafeMatchOwnerOnly() SendHeartbeatOption {
 	return func(o *sendHeartbeatOptions) { o.matchOwnerOnly = true }
 }
