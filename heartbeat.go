@@ -399,25 +399,31 @@ func (l *Lock) renewed(w *renewal, item map[string]types.AttributeValue) error {
 		if r.pending != nil && r.pending.seq <= w.seq {
 			r.pending = nil
 		}
-		known := true // the item's data after w is known here
+	}
+	// The data is what the newest write that landed and that knows it left
+	// (one that sets or removes it, or reads it back), even when a later
+	// renewal that leaves the data alone (a guarded refresh) was answered
+	// first: w landed before it then, and the data is still w's. A write
+	// that sets the data has the rare state (dataDoubt), and so does one
+	// that reads it back.
+	if rare := l.rare; rare != nil && (w.changesData() || item != nil) && w.seq > rare.dataSeq {
 		switch {
 		case w.opts.deleteData:
 			l.setDataLocked(nil)
 		case w.opts.data != nil:
 			l.setDataLocked(w.opts.data)
-		case item != nil:
+		default:
 			var data []byte
 			if d, ok := item[attrData].(*types.AttributeValueMemberB); ok {
 				data = d.Value
 			}
 			l.setDataLocked(data)
-		default:
-			known = false
 		}
+		rare.dataSeq = w.seq
 		// Writes built before w can no longer land: a doubt they left is
 		// settled once the data after w is known.
-		if known && l.rare != nil && l.rare.dataDoubt <= w.seq {
-			l.rare.dataDoubt = 0
+		if rare.dataDoubt <= w.seq {
+			rare.dataDoubt = 0
 		}
 	}
 	l.mu.Unlock()

@@ -393,3 +393,40 @@ func TestLateOwnerOnlyHeartbeatLeavesTheNextAcquisitionAlone(t *testing.T) {
 	_, err = other.AcquireLockWithContext(ctx, "k", dynamolock.FailIfLocked())
 	require.Error(t, err, "another client took the key the second lock holds")
 }
+
+// A heartbeat that replaces the data lands, and its answer comes back only
+// after that of a guarded refresh that landed after it: Data is the
+// heartbeat's data, which the item holds. Before, the late answer changed
+// nothing (an older renewal than the refresh already recorded), and Data
+// kept the value from before the heartbeat while SendHeartbeat returned
+// nil (the simulation's invariant 15, seed 3274 of 10,000).
+func TestDataAfterAHeartbeatAnsweredAfterALaterRefresh(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx := context.Background()
+	answered, release := make(chan struct{}), make(chan struct{})
+	slowAnswer := &faults.Rule{Op: "UpdateItem", Times: 1, Match: faults.All(isHeartbeat, faults.Sets("data")), After: func(context.Context) {
+		close(answered)
+		<-release
+	}}
+	fdb := faults.Wrap(db, slowAnswer)
+	c := newClient(t, fdb, table, dynamolock.DisableHeartbeat(), dynamolock.WithLeaseDuration(10*time.Second))
+	l, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithData([]byte("before")))
+	require.NoError(t, err)
+	beat := make(chan error, 1)
+	go func() { beat <- c.SendHeartbeatWithContext(ctx, l, dynamolock.ReplaceHeartbeatData([]byte("beat"))) }()
+	select {
+	case <-answered: // the heartbeat landed; its answer is held
+	case <-time.After(5 * time.Second):
+		t.Fatal("the heartbeat was not sent")
+	}
+	refresh, done := l.TransactionWithRefresh()
+	_, err = done(db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{refresh}}))
+	require.NoError(t, err, "the refresh lands after the heartbeat")
+	close(release)
+	require.NoError(t, <-beat)
+	item := rawItem(t, db, table, keyOf("k"))
+	require.Equal(t, []byte("beat"), item["data"].(*types.AttributeValueMemberB).Value)
+	assert.Equal(t, []byte("beat"), l.Data(), "Data is what the item holds")
+	require.NoError(t, l.Err())
+}

@@ -83,6 +83,10 @@ type lockRare struct {
 	// data and may have landed without its answer; 0: data is what the
 	// item holds. While it is set, heartbeats read the item's data back.
 	dataDoubt uint64
+	// dataSeq is the renewal number of the newest write that landed with
+	// its data known (it set, removed or read back the data): an older
+	// one answered later leaves Data alone.
+	dataSeq uint64
 }
 
 // lockKind is what a *Lock is: a lock this client acquired, a read-only
