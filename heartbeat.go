@@ -356,7 +356,6 @@ func ownerCondition(b *exprBuilder, owner string) string {
 		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
 }
 
-
 // renewed records that w landed; item is what it returned (ReturnValues
 // ALL_NEW, while a write that changes the data is in doubt), or nil. The
 // lease counts from w's first send, so

@@ -56,6 +56,9 @@ func (a *acquisition) holdRecord(ctx context.Context, w *watch, rec *lockRecord,
 		a.undo(cctx)
 		cancel()
 	}
+	if err == nil {
+		a.settleIfShort(ctx, l)
+	}
 	if err == nil && l.Err() != nil {
 		// Lost already: while the undo above ran, or given up by the
 		// heartbeat scheduler at once (more locks queued than workers, and
@@ -125,6 +128,7 @@ func (a *acquisition) holdAll(ctx context.Context, rvn string, at attempt) ([]*L
 		}
 		c.here.forget(l.regKey())
 	}
+	a.settleIfShort(ctx, locks...)
 	if slices.ContainsFunc(locks, func(l *Lock) bool { return l.Err() != nil }) {
 		// The heartbeat scheduler gave one up at once (more locks queued
 		// than workers, and its first beat could not land in time). Never
@@ -138,6 +142,23 @@ func (a *acquisition) holdAll(ctx context.Context, rvn string, at attempt) ([]*L
 	}
 	c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "locks acquired", slog.String("keys", a.what), slogDuration("waited", a.c.since(a.start)))
 	return locks, nil
+}
+
+// settleIfShort waits, when one of locks has less than two heartbeat round
+// trips of its lease left, until the heartbeat scheduler has taken them in:
+// a busy scheduler gives such a lock up at once (see scheduler.dispatch),
+// and the caller must see that before it returns the lock. A lock with
+// more lease left needs no wait: the scheduler cannot give it up yet.
+func (a *acquisition) settleIfShort(ctx context.Context, locks ...*Lock) {
+	c := a.c
+	rtt := c.sched.meter.roundTrip()
+	if c.cfg.heartbeatPeriod <= 0 || rtt <= 0 {
+		return
+	}
+	now := c.now()
+	if slices.ContainsFunc(locks, func(l *Lock) bool { return l.Expiration().Sub(now) < 2*rtt }) {
+		c.sched.settle(ctx)
+	}
 }
 
 // readBack reads the item of w's key right after this call wrote rvn into

@@ -51,7 +51,8 @@ type scheduler struct {
 	c *Client
 
 	mu       sync.Mutex
-	pending  []*Lock // locks whose state changed; the loop recomputes them
+	pending  []*Lock         // locks whose state changed; the loop recomputes them
+	settled  []chan struct{} // closed once the loop has taken in the pending locks (see settle)
 	started  bool
 	stopping bool
 
@@ -129,6 +130,30 @@ func (s *scheduler) notify(l *Lock) {
 	}
 }
 
+// settle waits until the loop has taken in every lock notified before the
+// call (scheduled its beats, sent or queued the due ones, or given them
+// up: see dispatch), or until ctx ends or the scheduler stops. A lock the
+// loop gave up at once shows its end after it.
+func (s *scheduler) settle(ctx context.Context) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if !s.started || s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.settled = append(s.settled, ch)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-s.stopped:
+	}
+}
+
 // stop ends the loop, cancels in-flight heartbeats and waits for the
 // workers, then waits for running session-monitor callbacks until ctx ends.
 func (s *scheduler) stop(ctx context.Context) error {
@@ -182,8 +207,8 @@ func (s *scheduler) loop() {
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		pending, unreserved := s.pending, s.unreserved
-		s.pending, s.unreserved = nil, 0
+		pending, unreserved, settled := s.pending, s.unreserved, s.settled
+		s.pending, s.unreserved, s.settled = nil, 0, nil
 		s.mu.Unlock()
 		now := s.c.now()
 		for _, l := range pending {
@@ -196,6 +221,9 @@ func (s *scheduler) loop() {
 			s.fire(s.wakes[0], now)
 		}
 		s.dispatch(now)
+		for _, ch := range settled {
+			close(ch)
+		}
 
 		wait := time.Hour
 		if len(s.wakes) > 0 {
