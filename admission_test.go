@@ -184,3 +184,50 @@ func watchStarvation() (longest func() time.Duration, stop func()) {
 			wg.Wait()
 		}
 }
+
+// An acquisition that finds every admission slot taken by other
+// acquisitions in flight for the whole of its wait, while the client's
+// heartbeat workers could renew far more than it asks, is not refused
+// (the simulation's invariant 14, seeds 3782 and 8725 of 10,000: "no
+// heartbeat capacity for another lock: the heartbeat that waited longest
+// had +Inf% of its lease left"). Before, the slots' burst limit alone
+// turned it away with ErrHeartbeatCapacity at the end of its wait.
+func TestAdmissionSlotsAloneNeverRefuse(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	gate := faults.NewGate()
+	t.Cleanup(gate.Open)
+	// Heartbeats take 100 ms: an admitted acquisition keeps its slot for
+	// 400 ms (four round trips) unless it ends first.
+	slow := &faults.Rule{Op: "UpdateItem", Match: isHeartbeat, Before: faults.Sleep(100 * time.Millisecond)}
+	held := &faults.Rule{Op: "UpdateItem", Match: faults.Sets("ownerName"), Times: 1, Before: gate.Wait}
+	fdb := faults.Wrap(db, slow)
+	// One heartbeat worker: one slot.
+	c := newClient(t, fdb, table, dynamolock.WithLeaseDuration(2*time.Second), dynamolock.WithHeartbeatPeriod(100*time.Millisecond),
+		dynamolock.WithHeartbeatConcurrency(1))
+	ctx := context.Background()
+	warm, err := c.AcquireLockWithContext(ctx, "warm")
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "heartbeats", func() bool { return c.Stats().HeartbeatsSent >= 5 })
+	require.NoError(t, warm.Err())
+
+	fdb.Add(held)
+	inFlight := make(chan error, 1)
+	go func() {
+		_, err := c.AcquireLockWithContext(ctx, "in-flight")
+		inFlight <- err
+	}()
+	select {
+	case <-gate.Arrived(): // its write holds the one slot
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first acquisition's write was not sent")
+	}
+	// Its wait (its 300 ms lease, no additional time) ends before the
+	// slot is free again.
+	start := time.Now()
+	l, err := c.AcquireLockWithContext(ctx, "next", dynamolock.WithLockLease(300*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(0))
+	require.NoError(t, err, "refused after %s although the heartbeat workers had capacity to spare", time.Since(start).Round(time.Millisecond))
+	require.NoError(t, l.Err())
+	gate.Open()
+	require.NoError(t, <-inFlight)
+}

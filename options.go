@@ -135,8 +135,10 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // acquisition counts in the demand at once, before its lock is held, so
 // that many acquisitions at once cannot all pass one look at the load. At
 // most a quarter of [WithHeartbeatConcurrency] acquisitions (at least one)
-// are let go at a time (each for up to a few heartbeat round trips), so
-// that their writes cannot fill DynamoDB's queue ahead of the heartbeats;
+// are let go at a time (each for up to a few heartbeat round trips; one
+// that found none free for the whole of its wait, with the renewals there,
+// goes at its end), so that their writes cannot fill DynamoDB's queue
+// ahead of the heartbeats;
 // the rate the heartbeats measure is what the acquisitions' writes and
 // retries leave them. And an acquisition also waits while the heartbeat
 // that has waited longest for a worker has less than 10% of its lease
