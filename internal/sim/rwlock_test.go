@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -135,6 +136,10 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 }
 
 func (w *world) trackReader(cl *simClient, l *dynamolock.Lock) {
+	// A step, as track takes one: the reader's first heartbeat, due at
+	// once when the grant took long, gets to its write turn before this
+	// actor's next call (a release at once) races it there (seeds 1 and 5).
+	w.step(fmt.Sprintf("track reader %s %s %d %s", cl.name, l.PartitionKey(), l.FencingToken(), l.RecordVersionNumber()))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(),
