@@ -148,9 +148,9 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 	defer func() { admitted.end(err == nil) }()
 	if err != nil {
 		for _, w := range a.watches {
-			if w.handover {
-				w.handover = false
-				a.c.here.handedOver(w.regKey)
+			if w.handover != 0 {
+				a.c.here.handedOver(w.regKey, w.handover)
+				w.handover = 0
 			}
 			if w.woken {
 				a.c.here.passOn(w.regKey, a.c.now()) // see here.wake
@@ -284,17 +284,17 @@ func (a *acquisition) yieldHere(ctx context.Context) error {
 		!c.here.busy(w.regKey, c.now()) {
 		return nil
 	}
-	ch, unwatch := c.here.watch(w.regKey, nil, true)
-	defer unwatch()
+	u, unwatch := c.here.watch(w.regKey, nil, true)
 	var err error
 	if c.here.busy(w.regKey, c.now()) { // watch first, then look again (here, rule 2)
 		c.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for lock", slogKey(w.key), slog.Bool("heldHere", true))
 		d := min(a.o.refreshPeriod-randomUpTo(a.o.refreshJitter), c.until(a.deadlineFor(w)))
-		err = c.pause(ctx, d, ch, a.what)
+		err = c.pause(ctx, d, u.ch, a.what)
 	}
+	unwatch() // before the read: no wake-up can come after it
 	select {
-	case <-ch:
-		w.woken, w.handover = true, true
+	case <-u.ch:
+		w.woken, w.handover = true, u.handover
 	default:
 	}
 	return err

@@ -42,10 +42,10 @@ func (a *acquisition) transactWriteItems(ctx context.Context, items []types.Tran
 // returns the error that ends the call.
 func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	c := a.c
-	if w.handover {
+	if n := w.handover; n != 0 {
 		// Settled once this write is answered and its lock, if any, held.
-		w.handover = false
-		defer c.here.handedOver(w.regKey)
+		w.handover = 0
+		defer c.here.handedOver(w.regKey, n)
 	}
 	d := w.next
 	rvn := newRVN()
@@ -302,7 +302,11 @@ func (a *acquisition) release(ctx context.Context, w *watch, rvns []string) {
 // undoInput marks the item released if it still carries this owner's name
 // and one of rvns: a write of this client that nobody holds any more; and,
 // when token is not 0, that fencing token (the write was a renewal of that
-// acquisition).
+// acquisition). An owner-only heartbeat may land on an item another tool
+// rewrote without a token (the lock of a process with the same owner
+// name): that item is left to its holder, which learns at its next
+// renewal; released, a third client could take it while that holder still
+// works.
 func (c *Client) undoInput(key map[string]types.AttributeValue, rvns []string, token uint64) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	in := b.value(":u0", attrS(rvns[0]))

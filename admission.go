@@ -33,8 +33,9 @@ import (
 //     acquisitions would otherwise fill DynamoDB's queue ahead of the
 //     heartbeats, and every call's round trip, the new locks' own first
 //     writes included (their lease counts from before them), would grow
-//     with it. An acquisition that met no free slot for the whole of its
-//     wait, while the renewals were there, goes at the end of it.
+//     with it. An acquisition that finds no free slot at the end of its
+//     wait, while the renewals are there, goes then without one (as many
+//     at once as there are slots).
 //
 // Taking more would push held locks past their lease. The wait ends when
 // the held locks' demand falls (releases, losses), the measured rate
@@ -72,15 +73,22 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		}
 		now := c.now()
 		if fits && !now.Before(deadline) {
-			// Only the slots held it back, taken by other acquisitions for
-			// the whole of this one's wait: the renewals are there, so it
-			// goes now, without a slot, rather than be refused without a
-			// cause (the simulation's invariant 14). Once per acquisition:
-			// no burst.
-			if !s.reserved.CompareAndSwap(reserved, reserved+units) {
+			// At the end of its wait only the slots hold it back, taken by
+			// other acquisitions: the renewals are there, so it goes now,
+			// without a slot, rather than be refused without a cause (the
+			// simulation's invariant 14). As many such at once as there
+			// are slots: acquisitions that wait alike all reach their
+			// deadline together, and must not go as one burst.
+			if n := s.slotless.Add(1); n <= int32(len(s.admitUntil)) {
+				if s.reserved.CompareAndSwap(reserved, reserved+units) {
+					return admission{s: s, units: units, slot: -1}, nil
+				}
+				s.slotless.Add(-1)
 				continue
 			}
-			return admission{s: s, units: units, slot: -1}, nil
+			s.slotless.Add(-1)
+			return admission{}, notGranted(fmt.Errorf("%w: the acquisitions this client lets go at once (%d, a quarter of its %d heartbeat workers, and as many more at the end of their wait) were all under way",
+				ErrHeartbeatCapacity, len(s.admitUntil), c.cfg.heartbeatConcurrency), "%s", what)
 		}
 		if !now.Before(deadline) {
 			if need <= c.cfg.heartbeatAdmission*capacity {
@@ -136,6 +144,8 @@ func (a admission) end(held bool) {
 	}
 	if a.slot >= 0 {
 		a.s.freeAdmitSlot(a.slot, a.gen)
+	} else {
+		a.s.slotless.Add(-1)
 	}
 	a.s.unreserve(a.units, held)
 }

@@ -439,8 +439,9 @@ func (c *Client) undoLanded(ctx context.Context, l *Lock, w *renewal) {
 	}
 	cctx, cancel := c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
-	// Only this acquisition's item (its fencing token): w's RVN on another
-	// one's would be a write that could not land there (see heartbeatInput).
+	// Only this acquisition's item (its fencing token): w cannot have
+	// landed on a later acquisition's (see heartbeatInput), and one another
+	// tool rewrote is its holder's (see undoInput).
 	_, err := c.updateItem(cctx, c.undoInput(l.itemKey(), []string{w.rvn}, l.FencingToken()))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {

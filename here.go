@@ -52,10 +52,11 @@ type here struct {
 
 	wakeMu sync.Mutex
 	wakes  map[string][]*wakeup // guarded by wakeMu; in the order they watched
-	// handing: when the plain waiter last woken on a key was woken, until
-	// it has written (see busy); guarded by wakeMu.
-	handing map[string]time.Time
-	ended   atomic.Uint64 // locks that ended here, on any key
+	// handing: the hand-over of each key to the plain waiter last woken
+	// on it, until that waiter has written (see busy); guarded by wakeMu.
+	handing  map[string]handover
+	handoffs uint64        // hand-overs so far, numbering them; guarded by wakeMu
+	ended    atomic.Uint64 // locks that ended here, on any key
 
 	gates keyGates
 	seen  observations
@@ -164,14 +165,27 @@ type wakeup struct {
 	// one: a plain waiter, which on waking writes at once. Only the first
 	// of these is woken by one end (see wake).
 	one bool
+	// handover numbers the hand-over to a plain waiter woken (set before
+	// ch is closed): the waiter settles it by it (handedOver).
+	handover uint64
 }
 
-// watch returns a channel closed when a lock on regKey ends here and this
-// watch is woken (see wake), and the function that stops watching.
+// handover is a key's hand-over to a woken plain waiter: when it was
+// woken, and the hand-over's number.
+type handover struct {
+	at time.Time
+	n  uint64
+}
+
+// watch returns the watch of regKey, whose channel is closed when a lock
+// on regKey ends here and this watch is woken (see wake), and the function
+// that stops watching. Once that function has returned, the watch can no
+// longer be woken: read its channel after it, or a wake-up that comes in
+// between is lost.
 // notify, when not nil, is also sent to (without blocking) when that
 // happens, so that one wait can watch several keys. one marks a plain
 // waiter (one key, no fair queue), which writes as soon as it wakes.
-func (h *here) watch(regKey string, notify chan<- struct{}, one bool) (<-chan struct{}, func()) {
+func (h *here) watch(regKey string, notify chan<- struct{}, one bool) (*wakeup, func()) {
 	h.wakeMu.Lock()
 	defer h.wakeMu.Unlock()
 	if h.wakes == nil {
@@ -179,7 +193,7 @@ func (h *here) watch(regKey string, notify chan<- struct{}, one bool) (<-chan st
 	}
 	u := &wakeup{ch: make(chan struct{}), notify: notify, one: one}
 	h.wakes[regKey] = append(h.wakes[regKey], u)
-	return u.ch, func() {
+	return u, func() {
 		h.wakeMu.Lock()
 		defer h.wakeMu.Unlock()
 		us := h.wakes[regKey]
@@ -232,9 +246,11 @@ func (h *here) wakeLocked(regKey string, all bool, now time.Time) {
 		if u.one {
 			woke = true
 			if h.handing == nil {
-				h.handing = make(map[string]time.Time)
+				h.handing = make(map[string]handover)
 			}
-			h.handing[regKey] = now
+			h.handoffs++
+			u.handover = h.handoffs
+			h.handing[regKey] = handover{at: now, n: h.handoffs}
 		}
 		close(u.ch)
 		if u.notify != nil {
@@ -252,11 +268,14 @@ func (h *here) wakeLocked(regKey string, all bool, now time.Time) {
 	}
 }
 
-// handedOver records that the plain waiter woken on regKey has written
-// (or given up): the key is no longer being handed over.
-func (h *here) handedOver(regKey string) {
+// handedOver records that the plain waiter woken on regKey by hand-over n
+// has written (or given up): the key is no longer being handed over,
+// unless a later end handed it to another waiter meanwhile.
+func (h *here) handedOver(regKey string, n uint64) {
 	h.wakeMu.Lock()
-	delete(h.handing, regKey)
+	if h.handing[regKey].n == n {
+		delete(h.handing, regKey)
+	}
 	h.wakeMu.Unlock()
 }
 
@@ -274,8 +293,8 @@ func (h *here) busy(regKey string, now time.Time) bool {
 	}
 	h.wakeMu.Lock()
 	defer h.wakeMu.Unlock()
-	t, ok := h.handing[regKey]
-	if ok && now.Sub(t) >= handoverHold {
+	ho, ok := h.handing[regKey]
+	if ok && now.Sub(ho.at) >= handoverHold {
 		delete(h.handing, regKey)
 		return false
 	}

@@ -136,9 +136,9 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // that many acquisitions at once cannot all pass one look at the load. At
 // most a quarter of [WithHeartbeatConcurrency] acquisitions (at least one)
 // are let go at a time (each for up to a few heartbeat round trips; one
-// that found none free for the whole of its wait, with the renewals there,
-// goes at its end), so that their writes cannot fill DynamoDB's queue
-// ahead of the heartbeats;
+// that finds none free at the end of its wait, with the renewals there,
+// goes then, as many at once as there are slots), so that their writes
+// cannot fill DynamoDB's queue ahead of the heartbeats;
 // the rate the heartbeats measure is what the acquisitions' writes and
 // retries leave them. And an acquisition also waits while the heartbeat
 // that has waited longest for a worker has less than 10% of its lease

@@ -81,7 +81,8 @@ type scheduler struct {
 	admitMu    sync.Mutex
 	admitUntil []int64
 	admitGen   []uint64
-	unreserved int64 // reservations of held locks, to drop once the loop counted them; guarded by mu
+	slotless   atomic.Int32 // acquisitions let go without a slot at the end of their wait, not ended yet (see admit)
+	unreserved int64        // reservations of held locks, to drop once the loop counted them; guarded by mu
 
 	// Owned by the loop goroutine.
 	wakes    wakeHeap

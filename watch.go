@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -28,9 +29,10 @@ type watch struct {
 	hands      hands
 	out        bool // a semaphore slot whose wait ended
 	woken      bool // the last sleep ended because a lock on the key ended here
-	// handover: woken as the key's plain waiter (see here.wake); the
-	// call's next write (or its end) settles the hand-over.
-	handover bool
+	// handover: woken as the key's plain waiter by that hand-over (see
+	// here.wake), 0 when not; the call's next write (or its end) settles
+	// it.
+	handover uint64
 }
 
 // hands counts the times a key changed hands while an acquisition waited:
@@ -119,9 +121,9 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 	c := a.c
 	var notify chan struct{}
 	type watched struct {
-		w     *watch
-		ch    <-chan struct{}
-		plain bool
+		w       *watch
+		u       *wakeup
+		unwatch func()
 	}
 	var chans []watched
 	var wake time.Time
@@ -140,9 +142,8 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 			}
 			// Watch first (see here, rule 2).
 			plain := w.fair == nil && a.semFair == nil && len(a.watches) == 1
-			ch, unwatch := c.here.watch(w.regKey, notify, plain)
-			defer unwatch()
-			chans = append(chans, watched{w, ch, plain})
+			u, unwatch := c.here.watch(w.regKey, notify, plain)
+			chans = append(chans, watched{w, u, unwatch})
 			// The count is the client's, over every key: skip the wait
 			// once per RVN at most, or a holder elsewhere with this owner
 			// name would be polled without pause while this client's
@@ -153,27 +154,39 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 			}
 		}
 	}
+	// The watches end before their channels are read: a wake-up that
+	// comes after the read would be lost (and, for a plain waiter, leave
+	// its hand-over unsettled).
+	woken := func() {
+		for _, x := range chans {
+			x.unwatch()
+		}
+		for _, x := range chans {
+			select {
+			case <-x.u.ch:
+				x.w.woken, x.w.handover = true, x.u.handover
+				if !slices.Contains(due, x.w) {
+					due = append(due, x.w)
+				}
+			default:
+			}
+		}
+	}
 	if len(due) > 0 {
+		woken()
 		return due, nil
 	}
 	if wake.IsZero() {
 		wake = a.c.now().Add(a.o.refreshPeriod) // no key waits for a read: not reached
 	}
-	var woken <-chan struct{}
+	var notified <-chan struct{}
 	if notify != nil {
-		woken = notify
+		notified = notify
 	}
-	err := c.pause(ctx, a.c.until(wake), woken, a.what)
+	err := c.pause(ctx, a.c.until(wake), notified, a.what)
 	// A wake-up that came with the end of ctx is still this call's: it
 	// passes it on as it gives up (admitThenRun).
-	for _, x := range chans {
-		select {
-		case <-x.ch:
-			x.w.woken, x.w.handover = true, x.plain
-			due = append(due, x.w)
-		default:
-		}
-	}
+	woken()
 	if err != nil {
 		return nil, err
 	}
