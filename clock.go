@@ -17,6 +17,15 @@ func init() {
 	}
 }
 
+// deadlinePassed reports whether ctx has a deadline that has passed.
+// Context deadlines are instants of the process's clock (time.Now; the
+// simulation's per-client clocks put theirs there too), whatever the
+// client's clock reads.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
 // now returns the current time by the client's clock.
 func (c *Client) now() time.Time { return c.cfg.clock.Now() }
 

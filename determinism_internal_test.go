@@ -13,12 +13,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
+	"github.com/arielsrv/dynamolock/v2/internal/clock"
 	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
@@ -98,4 +101,23 @@ func TestCloseReleasesInKeyOrder(t *testing.T) {
 	if !slices.Equal(released, keys) {
 		t.Fatalf("Close released %v, want key order %v", released, keys)
 	}
+}
+
+// A sleep that ends at the instant its context's deadline passes returns
+// the context's end, whichever of the two timers the Go scheduler runs
+// first (the simulation's replay: a poll timed to the end of a wait).
+// Before, the sleeper could wake first, find the context not yet ended
+// and go on: in a synctest bubble it did so in some runs and not others.
+func TestSleepEndingAtTheDeadlineSeesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &Client{cfg: config{clock: clock.Real}, closing: make(chan struct{})}
+		for i := range 200 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := c.sleep(ctx, time.Second, nil)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("run %d: a sleep ending at its context's deadline returned %v, want context.DeadlineExceeded", i, err)
+			}
+		}
+	})
 }

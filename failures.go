@@ -122,6 +122,19 @@ func (c *Client) sleep(ctx context.Context, d time.Duration, woken <-chan struct
 	case <-ctx.Done():
 	case <-c.closing:
 	}
+	if deadlinePassed(ctx) {
+		// ctx's own timer fires at this instant too: it ends ctx, rather
+		// than race this goroutine's next look at it (the simulation's
+		// replay; a poll timed to the end of a wait is one such instant).
+		// A context that never ends past its deadline holds it briefly.
+		bound := c.newTimer(deadlineGrace)
+		select {
+		case <-ctx.Done():
+		case <-c.closing:
+		case <-bound.C():
+		}
+		bound.Stop()
+	}
 	select {
 	case <-c.closing:
 		return ErrClientClosed
@@ -129,6 +142,10 @@ func (c *Client) sleep(ctx context.Context, d time.Duration, woken <-chan struct
 		return ctx.Err()
 	}
 }
+
+// deadlineGrace bounds how long sleep waits for a context whose deadline
+// has passed to end.
+const deadlineGrace = 10 * time.Millisecond
 
 // pause is sleep in an acquiring call on what: the error that ends the
 // wait is a *LockNotGrantedError.
