@@ -8,6 +8,7 @@
 //	lockbench all [-quick] [-out docs/BENCHMARKS.md] [-png docs/benchmarks.png] [-gobench FILE]
 //	lockbench calls
 //	lockbench latency [-samples 1000]
+//	lockbench writeparts [-samples 1000]
 //	lockbench capacity [-n 5000 | -search 1000,2500,5000] [-hold 30s] [-lease 3s] [-heartbeat 1s] [-concurrency 32] [-refine] [-bound-point]
 //	lockbench failover [-trials 8]
 //	lockbench handover [-trials 8] [-waiters 4] [-refresh 1s,10s]
@@ -53,7 +54,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|capacity|failover|handover|contention [flags]; lockbench CMD -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|writeparts|capacity|failover|handover|contention [flags]; lockbench CMD -h for flags")
 	os.Exit(2)
 }
 
@@ -64,7 +65,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		out        = fs.String("out", "docs/BENCHMARKS.md", "all: the Markdown file to write")
 		png        = fs.String("png", "docs/benchmarks.png", "all: the image to draw")
 		gobench    = fs.String("gobench", "", "all: a file with `go test -bench` output to include")
-		samples    = fs.Int("samples", 1000, "latency: rounds measured")
+		samples    = fs.Int("samples", 1000, "latency, writeparts: rounds measured")
 		n          = fs.Int("n", 5000, "capacity: locks to hold")
 		search     = fs.String("search", "", "capacity: comma-separated N to try in order, stopping at the first loss")
 		refine     = fs.Bool("refine", false, "capacity -search: try the midpoint after the first loss")
@@ -93,7 +94,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		return err
 	}
 	switch cmd {
-	case "all", "calls", "latency", "capacity", "failover", "handover", "contention":
+	case "all", "calls", "latency", "writeparts", "capacity", "failover", "handover", "contention":
 	default:
 		usage()
 	}
@@ -172,6 +173,12 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench latency"}, args...), " ")))
+	case "writeparts":
+		r, err := bench.MeasureWriteParts(ctx, e, *samples)
+		if err != nil {
+			return err
+		}
+		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench writeparts"}, args...), " ")))
 	case "capacity":
 		cfg := bench.CapacityConfig{Hold: *hold, Lease: *lease, Heartbeat: *heartbeat, Concurrency: *conc, AcquireWorkers: *workers, Unpaced: *unpaced}
 		if *trace {
