@@ -31,8 +31,9 @@ var (
 	flagClocks = flag.String("sim.clocks", "off", "each client's own clock: off (every client reads the bubble's clock), "+
 		"within (offsets within the seed's skew bound, rate errors within -sim.clockrate, process pauses of up to three leases; "+
 		"guarded writes fenced), or beyond (each seed breaks one assumption: see -sim.clockbreak)")
-	flagClockRate = flag.Float64("sim.clockrate", 0.003, "with -sim.clocks=within: the largest difference between two clients' clock rates "+
-		"(0.001: one clock gains 1 ms per second on another)")
+	flagClockRate = flag.Float64("sim.clockrate", 0, "with -sim.clocks=within: the largest difference between two clients' clock rates "+
+		"(0.001: one clock gains 1 ms per second on another); 0: the rate assumption's own, 1 ms over the seed's longest lease "+
+		"(a larger value searches beyond it)")
 	flagClockBreak = flag.String("sim.clockbreak", "any", "with -sim.clocks=beyond: the assumption each seed breaks: "+
 		"skew (a client's wall clock ahead of the others by more than its WithClockSkewBound), "+
 		"rate (one client's clock 5-20% slow), unfenced (holders write the data item without the lock's fencing check, "+
@@ -331,7 +332,17 @@ func (w *world) planClocks(dur time.Duration) []string {
 	// their clocks must agree: their offsets lie within half the bound and
 	// their rates close enough that the drift over the run adds at most
 	// the other half.
+	// The rate assumption (doc.go, "Assumptions") is that a contender
+	// gains less on a holder than the slack between them: e times the
+	// lease below one round trip. The slack here is at least two legs of
+	// 0.5 ms (an SDK attempt's least delay each way), so by default the
+	// spread of rates is 1 ms over the longest lease a lock of the seed can
+	// hold (a heartbeat may ensure up to twice the lease plus two periods).
+	// A -sim.clockrate above that searches beyond the assumption.
 	rate := *flagClockRate
+	if rate == 0 {
+		rate = float64(time.Millisecond) / float64(w.longestLease())
+	}
 	boundRate := rate
 	if bound > 0 {
 		boundRate = min(rate, float64(bound)/float64(2*(dur+clockAfterRun)))
@@ -367,13 +378,24 @@ func (w *world) planClocks(dur time.Duration) []string {
 	case "unfenced":
 		lines = append(lines, "clocks beyond: unfenced: holders also write the data item with no fencing check, paused between their check and the write")
 	default:
-		lines = append(lines, fmt.Sprintf("clocks within: rates within %.4f%% (%.4f%% among clients with the smallest skew bound, %s), pauses up to three leases",
-			rate*100, boundRate*100, bound))
+		lines = append(lines, fmt.Sprintf("clocks within: rates within %.4f%% (1 ms over the longest lease, %s, unless -sim.clockrate says otherwise; %.4f%% among clients with the smallest skew bound, %s), pauses up to three leases",
+			rate*100, w.longestLease(), boundRate*100, bound))
 	}
 	for _, cl := range w.slots {
 		lines = append(lines, cl.name+": "+cl.clock.String())
 	}
 	return lines
+}
+
+// longestLease is the longest lease a lock of the seed's clients can hold:
+// a heartbeat's WithLeaseDurationToEnsure goes up to two heartbeat periods
+// plus twice the client's lease (sim_test.go), a read/write lock's less.
+func (w *world) longestLease() time.Duration {
+	longest := time.Second
+	for _, cl := range w.slots {
+		longest = max(longest, 2*cl.hb+2*cl.lease)
+	}
+	return longest
 }
 
 // pauser pauses random clients' processes, for up to three of their leases,
