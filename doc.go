@@ -144,7 +144,7 @@
 // The lease is safe under the assumptions below. The package's
 // deterministic simulation gives every simulated client its own clock and
 // searches each assumption within and beyond it; the figures are its own
-// (requests of 0.5 to 5 ms each way, leases of 1 to 12 s):
+// (requests of 0.5 to 5 ms each way, leases of 1 to about 13 s):
 //
 //   - Clock rate. Any two hosts' clocks run at nearly the same rate over one
 //     lease. The holder counts its lease from before the write that set the
