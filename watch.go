@@ -179,11 +179,7 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 	if wake.IsZero() {
 		wake = a.c.now().Add(a.o.refreshPeriod) // no key waits for a read: not reached
 	}
-	var notified <-chan struct{}
-	if notify != nil {
-		notified = notify
-	}
-	err := c.pause(ctx, a.c.until(wake), notified, a.what)
+	err := c.pause(ctx, a.c.until(wake), notify, a.what) // nil when no key is watched: never ready
 	// A wake-up that came with the end of ctx is still this call's: it
 	// passes it on as it gives up (admitThenRun).
 	woken()

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -249,15 +248,11 @@ func rawWrite(table, key, owner string) *dynamodb.UpdateItemInput {
 // library's condition and its return values.
 func rawAcquireShape(table, key, owner string) *dynamodb.UpdateItemInput {
 	in := rawWrite(table, key, owner)
-	in.UpdateExpression = aws.String(*in.UpdateExpression + ", #f = if_not_exists(#f, :base) + :one REMOVE #r, #x, #xr")
-	in.ConditionExpression = aws.String("attribute_not_exists(#k) OR attribute_exists(#r)")
-	maps.Copy(in.ExpressionAttributeNames, map[string]string{
-		"#f": "fencingToken", "#r": "isReleased", "#x": "leaseExpiresAt", "#xr": "leaseExpiresAtRVN",
-	})
-	in.ExpressionAttributeValues[":base"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMicro(), 10)}
-	in.ExpressionAttributeValues[":one"] = &types.AttributeValueMemberN{Value: "1"}
-	in.ReturnValues = types.ReturnValueAllOld
-	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	for _, p := range writeParts {
+		if p.inAcquire {
+			p.add(in)
+		}
+	}
 	return in
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,31 +27,34 @@ type WritePartsResult struct {
 	Parts   []WritePart // Parts[0] is the raw write itself
 }
 
-// writeParts are the parts of rawAcquireShape, each applied to rawWrite
-// alone, then all of them (which is rawAcquireShape).
+// writeParts are the parts of the library's acquiring write, each to be
+// applied to rawWrite alone; inAcquire marks those rawAcquireShape is made
+// of, in the order it applies them (the others are steps toward the
+// fencing token's expression).
 var writeParts = []struct {
-	name string
-	add  func(in *dynamodb.UpdateItemInput)
+	name      string
+	add       func(in *dynamodb.UpdateItemInput)
+	inAcquire bool
 }{
-	{"raw conditional UpdateItem", func(*dynamodb.UpdateItemInput) {}},
-	{"+ a number attribute (`SET #f = :base`)", func(in *dynamodb.UpdateItemInput) { fencingPart(in, ":base") }},
-	{"+ `SET #f = if_not_exists(#f, :base)`", func(in *dynamodb.UpdateItemInput) { fencingPart(in, "if_not_exists(#f, :base)") }},
+	{"raw conditional UpdateItem", func(*dynamodb.UpdateItemInput) {}, false},
+	{"+ a number attribute (`SET #f = :base`)", func(in *dynamodb.UpdateItemInput) { fencingPart(in, ":base") }, false},
+	{"+ `SET #f = if_not_exists(#f, :base)`", func(in *dynamodb.UpdateItemInput) { fencingPart(in, "if_not_exists(#f, :base)") }, false},
 	{"+ the fencing token (`SET #f = if_not_exists(#f, :base) + :one`)", func(in *dynamodb.UpdateItemInput) {
 		fencingPart(in, "if_not_exists(#f, :base) + :one")
-	}},
-	{"+ `REMOVE #r, #x, #xr` (the released mark, the stored expiry)", removePart},
-	{"the acquire condition (`attribute_not_exists(#k) OR attribute_exists(#r)`)", conditionPart},
-	{"+ ReturnValues ALL_OLD", func(in *dynamodb.UpdateItemInput) { in.ReturnValues = types.ReturnValueAllOld }},
+	}, true},
+	{"+ `REMOVE #r, #x, #xr` (the released mark, the stored expiry)", removePart, true},
+	{"the acquire condition (`attribute_not_exists(#k) OR attribute_exists(#r)`)", conditionPart, true},
+	{"+ ReturnValues ALL_OLD", func(in *dynamodb.UpdateItemInput) { in.ReturnValues = types.ReturnValueAllOld }, true},
 	{"+ ReturnValuesOnConditionCheckFailure ALL_OLD", func(in *dynamodb.UpdateItemInput) {
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	}},
+	}, true},
 }
 
 func fencingPart(in *dynamodb.UpdateItemInput, expr string) {
 	in.UpdateExpression = aws.String(*in.UpdateExpression + ", #f = " + expr)
 	in.ExpressionAttributeNames["#f"] = "fencingToken"
 	in.ExpressionAttributeValues[":base"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMicro(), 10)}
-	if expr != ":base" && expr != "if_not_exists(#f, :base)" {
+	if strings.Contains(expr, ":one") { // an unused value is a ValidationException
 		in.ExpressionAttributeValues[":one"] = &types.AttributeValueMemberN{Value: "1"}
 	}
 }
