@@ -121,3 +121,158 @@ func TestSleepEndingAtTheDeadlineSeesIt(t *testing.T) {
 		}
 	})
 }
+
+// The ordering that broke replay: the fair queue and the readers map are
+// DynamoDB maps, and the writes built from them (which dead entries a
+// write removes, and the placeholders #w0, #w1, ... it names them by)
+// followed Go's map order, so one seed sent a differently worded request
+// in two runs (seeds 1 and 16 with -sim.clocks=within). They are decoded in
+// id order. Before the fix the second decoding differed from the first
+// within a few runs.
+func TestQueuesDecodeInIDOrder(t *testing.T) {
+	c := grantClient(t, DisableHeartbeat())
+	entries := map[string]types.AttributeValue{}
+	readers := map[string]types.AttributeValue{}
+	for i := range 16 {
+		id := fmt.Sprintf("%02x", (i*7)%16)
+		entries[id] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"t": attrN(uint64(i + 1)), "l": attrN(1000), "b": attrS("beat" + id), "k": attrS("w"),
+		}}
+		readers[id] = readerEntry("beat"+id, time.Second)
+	}
+	item := map[string]types.AttributeValue{
+		"key":          attrS("k"),
+		attrIsReleased: attrS("1"), // no writer
+		attrFairQueue:  &types.AttributeValueMemberM{Value: entries},
+		attrReaders:    &types.AttributeValueMemberM{Value: readers},
+	}
+	sorted := func(ids []string) bool { return slices.IsSorted(ids) && len(ids) == 16 }
+	for run := range 20 {
+		ws, _, _ := queueOf(item)
+		var ids []string
+		for _, w := range ws {
+			ids = append(ids, w.id)
+		}
+		if !sorted(ids) {
+			t.Fatalf("run %d: queueOf gave the waiters in the order %v, want id order", run, ids)
+		}
+		v := c.decodeRWView(item)
+		ids = ids[:0]
+		for _, w := range v.queue {
+			ids = append(ids, w.id)
+		}
+		if !sorted(ids) {
+			t.Fatalf("run %d: the read/write view's queue is in the order %v, want id order", run, ids)
+		}
+		ids = ids[:0]
+		for _, r := range v.readers {
+			ids = append(ids, r.id)
+		}
+		if !sorted(ids) {
+			t.Fatalf("run %d: the read/write view's readers are in the order %v, want id order", run, ids)
+		}
+	}
+}
+
+// The ordering that broke replay, and made ReleaseLock's result a matter
+// of luck: a scheduled heartbeat whose answer never comes ends with its
+// context at the end of the lease, and hands the lock's write turn to a
+// ReleaseLock waiting for it. The scheduler declared the loss only once the
+// worker reported the beat, so the release, woken at the same instant, saw
+// the lock lost (and returned the loss) or not (and sent its write for a
+// lapsed lease) by which goroutine ran first (seeds 15 and 40 with
+// -sim.clocks=within). The failed beat now declares the loss itself, before
+// the turn passes. Before the fix the release below sent its write in
+// some runs (the second, the first time it was run).
+func TestReleaseBehindABeatThatRanOutSeesTheLoss(t *testing.T) {
+	for run := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			var mu sync.Mutex
+			releases := 0
+			db := faults.Wrap(dynamolocktest.New().Conn())
+			c := tableClient(t, db, "turn_table", WithLeaseDuration(time.Second), WithHeartbeatPeriod(300*time.Millisecond))
+			l, err := c.AcquireLock("k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Add(&faults.Rule{Op: "UpdateItem", Match: func(in any) bool {
+				u := in.(*dynamodb.UpdateItemInput)
+				if strings.HasPrefix(aws.ToString(u.UpdateExpression), "SET #r = :r") {
+					mu.Lock()
+					releases++
+					mu.Unlock()
+					return false
+				}
+				return strings.HasPrefix(aws.ToString(u.UpdateExpression), "SET #v = :v, #l = :l")
+			}, Before: func(ctx context.Context) error {
+				<-ctx.Done() // the heartbeat's answer never comes
+				return ctx.Err()
+			}})
+			time.Sleep(500 * time.Millisecond) // the first beat is on its way
+			ok, err := c.ReleaseLock(l)
+			if ok || !errors.Is(err, ErrLeaseExpired) {
+				t.Fatalf("run %d: ReleaseLock behind a beat that ran out with the lease returned %v, %v; want false and ErrLeaseExpired", run, ok, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if releases != 0 {
+				t.Fatalf("run %d: ReleaseLock of a lock already lost sent %d release writes", run, releases)
+			}
+		})
+	}
+}
+
+// The ordering that broke replay: Observe's answer came back at the instant
+// its context's deadline passed, and the select that delivers it had both
+// cases ready; the Go runtime picked one at random, so one run of a seed
+// reported a leader the other did not (seed 29 with -sim.faults=mixed). An
+// answer at or after the deadline is not delivered. Before the fix some of
+// the runs below delivered it.
+func TestObserveAtItsDeadlineDeliversNothing(t *testing.T) {
+	delivered := 0
+	for range 40 {
+		synctest.Test(t, func(t *testing.T) {
+			inner := dynamolocktest.New()
+			db := faults.Wrap(inner.Conn())
+			c := tableClient(t, db, "observe_table", WithLeaseDuration(time.Minute), WithHeartbeatPeriod(10*time.Second))
+			leader, err := New(inner.Conn(), "observe_table")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer leader.Close()
+			if _, err := leader.NewElection("leader").Campaign(context.Background(), []byte("v1")); err != nil {
+				t.Fatal(err)
+			}
+			e := c.NewElection("leader") // another client's view
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			dl, _ := ctx.Deadline()
+			// The observer's first read is answered at the deadline.
+			db.Add(&faults.Rule{Op: "GetItem", Times: 1, Before: func(context.Context) error {
+				time.Sleep(time.Until(dl))
+				return nil
+			}})
+			for range e.Observe(ctx) {
+				delivered++
+			}
+		})
+	}
+	if delivered > 0 {
+		t.Fatalf("Observe delivered %d answers that came back at its context's deadline, want none", delivered)
+	}
+}
+
+// tableClient returns a client of a new lock table on db, closed at the end
+// of the test (inside its bubble, when the test runs in one).
+func tableClient(t *testing.T, db DynamoDBClient, table string, opts ...ClientOption) *Client {
+	t.Helper()
+	c, err := New(db, table, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := c.CreateTableWithContext(context.Background(), table); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

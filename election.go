@@ -278,11 +278,17 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 			case <-notify:
 			case <-lost:
 			}
+			if e.c.over(ctx) {
+				return
+			}
 			ld, err := e.Leader(ctx)
 			if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClientClosed) {
 				return
 			}
 			if err == nil && (!have || !ld.equal(last)) {
+				if e.c.over(ctx) {
+					return // an answer at the deadline's instant is not delivered
+				}
 				select {
 				case ch <- ld:
 					last, have = ld, true

@@ -143,6 +143,20 @@ func (c *Client) sleep(ctx context.Context, d time.Duration, woken <-chan struct
 	}
 }
 
+// over reports whether ctx has ended or c is closing, counting a deadline
+// that has passed as ended before ctx's own timer fires (as sleep does):
+// a loop that looks at an instant where a timer or an answer meets the
+// deadline ends the same way every time, not by which case of a select
+// the Go runtime picked.
+func (c *Client) over(ctx context.Context) bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return ctx.Err() != nil || deadlinePassed(ctx)
+	}
+}
+
 // deadlineGrace bounds how long sleep waits for a context whose deadline
 // has passed to end.
 const deadlineGrace = 10 * time.Millisecond

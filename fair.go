@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -95,6 +96,10 @@ func queueOf(item map[string]types.AttributeValue) (ws []waiter, present, ok boo
 	for id, ev := range m.Value {
 		ws = append(ws, decodeWaiter(id, ev))
 	}
+	// In id order, not the map's: the writes built from the queue (which
+	// dead entries they remove, and the names they give them) are then one
+	// function of the item.
+	slices.SortFunc(ws, func(a, b waiter) int { return strings.Compare(a.id, b.id) })
 	return ws, true, true
 }
 

@@ -36,7 +36,10 @@ func (c *Client) SendHeartbeat(lock *Lock, opts ...SendHeartbeatOption) error {
 // A heartbeat that lands only after the lock's lease ran out by this
 // host's clock (a slow request, a paused process) does not revive the
 // lock: it returns the loss ([ErrLockLost]), and the item it renewed is
-// released at once, so that the key is not left held by nobody.
+// released at once, so that the key is not left held by nobody. One that
+// fails once the lease has run out (its context ended at the lease's end,
+// say) returns the loss as well ([ErrLeaseExpired]): the lock is lost by
+// then, whatever the write did.
 //
 // It returns [ErrReadOnlyLockHeartbeat] for a lock from [Client.Get] that
 // this client does not hold, [ErrLockAlreadyReleased] for a released lock,
@@ -271,6 +274,16 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			l.renewedLocally(c.now())
 			l.log(slog.LevelWarn, "heartbeat got 503, keeping the lease locally", slogErr(err))
 			return nil
+		}
+		if l.lapsed(c.now()) {
+			// The lease ran out while this beat was on its way (a
+			// scheduled beat's context ends there). The lock is lost
+			// now, before its next write (a release waiting for the
+			// turn) looks, not when the scheduler hears of this beat:
+			// else that write saw the loss or not by which goroutine the
+			// Go scheduler ran first. Without err: the loss reads the
+			// same whether this beat or the scheduler records it.
+			return l.lose(ErrLeaseExpired, nil)
 		}
 		l.log(slog.LevelWarn, "heartbeat failed", slogErr(err))
 		return err

@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -65,6 +66,7 @@ func (c *Client) decodeRWView(item map[string]types.AttributeValue) rwView {
 		for id, ev := range m.Value {
 			v.readers = append(v.readers, decodeReader(id, ev))
 		}
+		slices.SortFunc(v.readers, func(a, b rwEntry) int { return strings.Compare(a.id, b.id) }) // see queueOf
 	} else if _, ok := item[attrReaders]; ok {
 		v.bad = &ItemFormatError{Attribute: attrReaders, Reason: "not of type M"}
 		return v
@@ -95,6 +97,7 @@ func (c *Client) decodeRWView(item map[string]types.AttributeValue) rwView {
 			}
 			v.queue = append(v.queue, w)
 		}
+		slices.SortFunc(v.queue, func(a, b rwWaiter) int { return strings.Compare(a.id, b.id) }) // see queueOf
 	} else if _, ok := item[attrFairQueue]; ok {
 		v.bad = &ItemFormatError{Attribute: attrFairQueue, Reason: "not of type M"}
 	}
