@@ -54,11 +54,15 @@ type simClock struct {
 	offset time.Duration
 	rate   float64
 
+	// step is the world's (replay_test.go): timers held by a pause fire
+	// through it, in an order fixed by what they are.
+	step func(key string)
+
 	mu          sync.Mutex
 	pausedUntil time.Time // in bubble time
-	// woken and fired count what waits for the end of the current pause
-	// (see resumeAt).
-	woken, fired time.Duration
+	// woken counts the callers of resume waiting for the end of the
+	// current pause (see resumeAt).
+	woken time.Duration
 }
 
 func (k *simClock) String() string {
@@ -72,9 +76,19 @@ func (k *simClock) at(b time.Time) time.Time {
 	return k.origin.Add(k.offset + time.Duration(float64(b.Sub(k.origin))*k.rate))
 }
 
-// bubble is the bubble time this clock reads t at (its inverse).
+// bubble is the first bubble instant at which this clock reads t or later
+// (its inverse). The float arithmetic of at can read a nanosecond short of
+// t at the instant the division gives; without the correction a context
+// whose deadline is t ended while this clock still read t − 1 ns, and the
+// library, asking whether the lease had run out, was told no at the
+// instant its deadline said yes (seed 74 with -sim.clocks=within: whether
+// a release behind the beat saw the loss was the Go scheduler's choice).
 func (k *simClock) bubble(t time.Time) time.Time {
-	return k.origin.Add(k.span(t.Sub(k.origin) - k.offset))
+	b := k.origin.Add(k.span(t.Sub(k.origin) - k.offset))
+	for k.at(b).Before(t) {
+		b = b.Add(time.Nanosecond)
+	}
+	return b
 }
 
 // span is how much bubble time passes while this clock moves d (rounded
@@ -89,7 +103,7 @@ func (k *simClock) pause(d time.Duration) {
 	defer k.mu.Unlock()
 	if end := time.Now().Add(d); end.After(k.pausedUntil) {
 		if !k.pausedUntil.After(time.Now()) {
-			k.woken, k.fired = 0, 0
+			k.woken = 0
 		}
 		k.pausedUntil = end
 	}
@@ -98,11 +112,10 @@ func (k *simClock) pause(d time.Duration) {
 // resumeAt returns when the caller may go on after the current pause, or
 // the zero time when the process runs. Goroutines that all woke at the
 // pause's end would go on in the Go scheduler's order, not the seed's
-// (replay_test.go): each waiter wakes a few nanoseconds after the end
-// instead, in the order it came to wait. Callers of resume come one at a
-// time (from a step) and take odd nanoseconds; timers of the client that
-// fall due during the pause take even ones, in the order they fell due
-// (two due at one instant are the one case left to the scheduler).
+// (replay_test.go). Timers of the client that fell due during the pause
+// fire at its end, each through a step (see afterFunc). Callers of resume
+// come one at a time (from a step) and wake a nanosecond apart after that,
+// in the order they came to wait.
 func (k *simClock) resumeAt(timer bool) time.Time {
 	if k == nil {
 		return time.Time{}
@@ -113,11 +126,10 @@ func (k *simClock) resumeAt(timer bool) time.Time {
 		return time.Time{}
 	}
 	if timer {
-		k.fired++
-		return k.pausedUntil.Add(2 * k.fired)
+		return k.pausedUntil
 	}
 	k.woken++
-	return k.pausedUntil.Add(2*k.woken - 1)
+	return k.pausedUntil.Add(k.woken)
 }
 
 // resume waits until the process runs (nil: it always does). Callers come
@@ -134,11 +146,20 @@ func (k *simClock) resume() {
 }
 
 // afterFunc runs f in its own goroutine once d has passed by this clock and
-// the process is not paused; stop cancels it.
+// the process is not paused; stop cancels it. A timer that falls due during
+// a pause fires at its end through a step keyed by what it is (its due
+// instant and the stack that set it): two of a client's timers due at one
+// instant (a heartbeat's context and the scheduler's timer, both at the end
+// of the lease) went on in the Go scheduler's order.
 func (k *simClock) afterFunc(d time.Duration, f func()) (stop func() bool) {
 	var mu sync.Mutex
 	var t *time.Timer
-	stopped := false
+	stopped, held := false, false
+	span := time.Duration(0)
+	if d > 0 {
+		span = time.Until(k.bubble(k.Now().Add(d))) // when this clock has moved d
+	}
+	key := fmt.Sprintf("timer due %d @%016x", time.Now().Add(span).UnixNano(), stackHash(3))
 	var fire func()
 	fire = func() {
 		mu.Lock()
@@ -147,8 +168,16 @@ func (k *simClock) afterFunc(d time.Duration, f func()) (stop func() bool) {
 			return
 		}
 		if until := k.resumeAt(true); !until.IsZero() {
+			held = true
 			t = time.AfterFunc(time.Until(until), fire)
 			mu.Unlock()
+			return
+		}
+		if held && k.step != nil {
+			held = false
+			mu.Unlock()
+			k.step(key)
+			fire() // stopped meanwhile, or paused again
 			return
 		}
 		stopped = true
@@ -156,7 +185,7 @@ func (k *simClock) afterFunc(d time.Duration, f func()) (stop func() bool) {
 		f()
 	}
 	mu.Lock()
-	t = time.AfterFunc(k.span(max(d, 0)), fire)
+	t = time.AfterFunc(span, fire)
 	mu.Unlock()
 	return func() bool {
 		mu.Lock()
@@ -349,7 +378,7 @@ func (w *world) planClocks(dur time.Duration) []string {
 	}
 	var lines []string
 	for _, cl := range w.slots {
-		k := &simClock{origin: w.start, rate: 1 + (r.Float64()-0.5)*rate}
+		k := &simClock{origin: w.start, rate: 1 + (r.Float64()-0.5)*rate, step: w.step}
 		k.offset = time.Duration(r.Int64N(int64(20*time.Second))) - 10*time.Second
 		if cl.skewBound > 0 {
 			k.rate = 1 + (r.Float64()-0.5)*boundRate

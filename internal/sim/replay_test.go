@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"hash/fnv"
 	mrand "math/rand/v2"
@@ -200,7 +201,24 @@ type stepReq struct {
 	rank  uint64 // a hash of the key under the seed: ties are broken per seed, not always in one direction
 	key   string
 	grant chan struct{}
+	stack string // with -sim.steps
 }
+
+// flagSteps names a file for the steps the dispatcher grants.
+var flagSteps = flag.String("sim.steps", "", "with -sim.seed: write every step the dispatcher grants to this file "+
+	"(virtual instant in ns, key, the goroutine's stack), to find where two runs of a seed part")
+
+// stepLog is the open -sim.steps file, or nil.
+var stepLog = sync.OnceValue(func() *os.File {
+	if *flagSteps == "" || *flagSeed == 0 {
+		return nil
+	}
+	f, err := os.Create(*flagSteps)
+	if err != nil {
+		panic(err)
+	}
+	return f
+})
 
 // step waits until the dispatcher lets the calling goroutine go on. key
 // says what the goroutine is about to do; goroutines waiting at one instant
@@ -220,6 +238,10 @@ func (w *world) step(key string) {
 	h.Write(s[:])
 	h.Write([]byte(key))
 	r := &stepReq{rank: h.Sum64(), key: key, grant: make(chan struct{})}
+	if stepLog() != nil {
+		var b [8192]byte
+		r.stack = string(b[:runtime.Stack(b[:], false)])
+	}
 	d.mu.Lock()
 	if d.stopped {
 		d.mu.Unlock()
@@ -264,6 +286,11 @@ func (d *dispatcher) run() {
 			}
 			r := d.pending[i]
 			d.pending = slices.Delete(d.pending, i, i+1)
+			if f := stepLog(); f != nil {
+				// Compare two runs by their key lines (grep '^[0-9]* '):
+				// goroutine numbers and arguments in the stacks differ.
+				fmt.Fprintf(f, "%d %s\n%s\n", time.Now().UnixNano(), r.key, r.stack)
+			}
 			d.mu.Unlock()
 			close(r.grant)
 		}
@@ -295,17 +322,14 @@ func reqKey(in any) string {
 }
 
 // TestReplayIsExact runs seeds twice each and compares their reports (setup,
-// violations, whole trace) byte for byte: one seed gives one run.
+// violations, whole trace) byte for byte: one seed gives one run. Besides
+// the flags it is given, it runs three seeds with per-client clocks
+// (-sim.clocks=within) and two with faults of the SDK's attempts mixed in
+// (-sim.faults=mixed), where most of the ties left to the Go scheduler were.
 func TestReplayIsExact(t *testing.T) {
 	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 10, 30}
 	if testing.Short() {
 		seeds = seeds[:3]
-	}
-	if *flagFaults != "call" || *flagClocks != "off" {
-		// Ties left to the Go scheduler remain there (a context's deadline
-		// and a timer at one instant, goroutines woken together by the end
-		// of a pause): a few seeds in forty differ (docs/SIMULATION.md).
-		t.Skip("with -sim.faults=attempt or mixed, or -sim.clocks=within or beyond, replay is not exact yet (docs/SIMULATION.md)")
 	}
 	if raceDetector {
 		// The race detector reorders runnable goroutines on purpose, and
@@ -320,6 +344,28 @@ func TestReplayIsExact(t *testing.T) {
 	// replay command's run is the first of its process, as is the run
 	// that found the violation in make simulate: compare later ones.
 	synctest.Test(t, func(t *testing.T) { _ = simulate(seeds[0], *flagDuration).report() })
+	replayEach(t, "", seeds)
+	if *flagFaults == "call" && *flagClocks == "off" {
+		for _, mode := range []struct {
+			flag, value string
+			seeds       []uint64
+		}{{"sim.clocks", "within", []uint64{1, 2, 3}}, {"sim.faults", "mixed", []uint64{1, 2}}} {
+			t.Run(mode.flag+"="+mode.value, func(t *testing.T) {
+				old := flag.Lookup(mode.flag).Value.String()
+				if err := flag.Set(mode.flag, mode.value); err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = flag.Set(mode.flag, old) }()
+				synctest.Test(t, func(t *testing.T) { _ = simulate(1, *flagDuration).report() }) // the mode's first run (see above)
+				replayEach(t, " -"+mode.flag+"="+mode.value, mode.seeds)
+			})
+		}
+	}
+}
+
+// replayEach runs each seed twice and fails at the first pair that
+// differs, writing both reports to the temporary directory to diff.
+func replayEach(t *testing.T, flags string, seeds []uint64) {
 	for _, seed := range seeds {
 		var runs [2]string
 		for i := range runs {
@@ -332,16 +378,16 @@ func TestReplayIsExact(t *testing.T) {
 			for i, run := range runs {
 				name := filepath.Join(os.TempDir(), fmt.Sprintf("replay-seed%d-run%d.trace", seed, i+1))
 				if err := os.WriteFile(name, []byte(run), 0o644); err == nil {
-					t.Logf("run %d of seed %d: %s", i+1, seed, name)
+					t.Logf("run %d of seed %d%s: %s", i+1, seed, flags, name)
 				}
 			}
 			a, b := strings.Split(runs[0], "\n"), strings.Split(runs[1], "\n")
 			for i := range min(len(a), len(b)) {
 				if a[i] != b[i] {
-					t.Fatalf("seed %d: two runs differ first at line %d:\n  %s\n  %s", seed, i+1, a[i], b[i])
+					t.Fatalf("seed %d%s: two runs differ first at line %d:\n  %s\n  %s", seed, flags, i+1, a[i], b[i])
 				}
 			}
-			t.Fatalf("seed %d: two runs differ in length: %d and %d lines", seed, len(a), len(b))
+			t.Fatalf("seed %d%s: two runs differ in length: %d and %d lines", seed, flags, len(a), len(b))
 		}
 	}
 }
