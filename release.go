@@ -225,10 +225,18 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 	// Constant strings where they can be: no allocation for them.
 	b.name("#r", attrIsReleased)
 	b.value(":r", attrS("1"))
-	expiryAttrs(b) // the stored expiry goes: no later reader trusts it
-	update := "SET #r = :r REMOVE #x, #xr"
+	update := "SET #r = :r"
 	if data != nil {
-		update = "SET #r = :r, " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data}) + " REMOVE #x, #xr"
+		update = "SET #r = :r, " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
+	}
+	if c.cfg.clockSkewBound > 0 {
+		// The stored expiry this holder's writes kept goes: no later
+		// reader trusts it. Without WithClockSkewBound there is none to
+		// remove: the acquiring write removed any (acquireWrite) and
+		// nothing of this lock wrote one since; and the REMOVE of absent
+		// attributes cost DynamoDB Local 25-30 µs a release (about 3 %,
+		// measured beside the release as it was, 2026-12-02).
+		update += " REMOVE " + expiryAttrs(b)
 	}
 	_, err = c.updateItem(ctx, c.guardedUpdate(l.itemKey(), b, update, cond))
 	return err
