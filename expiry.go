@@ -28,8 +28,9 @@ const TTLMargin = 24 * time.Hour
 // (attribute leaseExpiresAtRVN), and trusted only while the item still
 // carries that RVN: a foreign writer (Amazon's Java client, dynamolock v2,
 // any UpdateItem) that renews or takes the item with a new RVN and keeps the
-// old attributes leaves an expiry that is ignored. Releases and clients
-// without this option remove both attributes.
+// old attributes leaves an expiry that is ignored. Releases by clients with
+// this option, and acquisitions by clients without it, remove both
+// attributes (a released item is free whatever it keeps).
 func WithClockSkewBound(d time.Duration) ClientOption {
 	return func(c *Client) { c.cfg.clockSkewBound = d }
 }

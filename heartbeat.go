@@ -282,7 +282,9 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			// turn) looks, not when the scheduler hears of this beat:
 			// else that write saw the loss or not by which goroutine the
 			// Go scheduler ran first. Without err: the loss reads the
-			// same whether this beat or the scheduler records it.
+			// same whether this beat or the scheduler records it (the
+			// log keeps err).
+			l.log(slog.LevelWarn, "heartbeat failed as the lease ran out", slogErr(err))
 			return l.lose(ErrLeaseExpired, nil)
 		}
 		l.log(slog.LevelWarn, "heartbeat failed", slogErr(err))

@@ -28,8 +28,12 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // found the item already released by this acquisition. It returns false and
 // an error matching [ErrLockLost] when the lock was no longer this owner's
 // (taken over, or lost earlier, including a lease that ran out by this
-// host's clock: such a lock's item is still released if it is still this
-// owner's); [ErrLockAlreadyReleased] when it was
+// host's clock). A lapsed lock whose loss was not recorded yet (a client
+// without background heartbeats) still has its item released if it is
+// still this owner's; once the loss is recorded (at the lease's end, by the
+// heartbeat scheduler or by a heartbeat that failed then) nothing is sent,
+// and the item, no longer renewed, is free to others already.
+// [ErrLockAlreadyReleased] when it was
 // released before; [ErrCannotReleaseNullLock] for a nil lock;
 // [ErrOwnerMismatched] for a lock of another owner, and (itself, unwrapped,
 // as in v2) for a zero Lock.
@@ -197,8 +201,9 @@ func (c *Client) forceRelease(ctx context.Context, l *Lock, o *releaseLockOption
 }
 
 // sendRelease sends the one conditional write that releases l: conditioned
-// on this owner and the RVNs the item may carry. It removes the stored
-// expiry, so that no later reader trusts it.
+// on this owner and the RVNs the item may carry. With WithClockSkewBound it
+// removes the stored expiry, so that no later reader trusts it (without,
+// the item has none: see below).
 func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data []byte) error {
 	b := newExprBuilder()
 	l.mu.Lock()

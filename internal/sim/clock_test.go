@@ -85,7 +85,7 @@ func (k *simClock) at(b time.Time) time.Time {
 // a release behind the beat saw the loss was the Go scheduler's choice).
 func (k *simClock) bubble(t time.Time) time.Time {
 	b := k.origin.Add(k.span(t.Sub(k.origin) - k.offset))
-	for k.at(b).Before(t) {
+	for i := 0; i < 16 && k.at(b).Before(t); i++ { // a few at most; bounded for times out of range
 		b = b.Add(time.Nanosecond)
 	}
 	return b
@@ -369,6 +369,10 @@ func (w *world) planClocks(dur time.Duration) []string {
 	// hold (a heartbeat may ensure up to twice the lease plus two periods).
 	// A -sim.clockrate above that searches beyond the assumption.
 	rate := *flagClockRate
+	if rate < 0 || rate >= 1 {
+		// A spread of 2 or more would stop or reverse a clock.
+		panic(fmt.Sprintf("-sim.clockrate=%v: want a spread in [0, 1)", rate))
+	}
 	if rate == 0 {
 		rate = float64(time.Millisecond) / float64(w.longestLease())
 	}

@@ -37,7 +37,7 @@ var (
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 1, "with -sim.seed: run the seed up to this many times until it shows a violation (one seed gives one run: more is for library versions that draw randomness outside internal/entropy)")
 	flagTrace    = flag.String("sim.trace", "", "with -sim.seed: write the seed's setup, violations and whole trace to this file")
-	flagFaults   = flag.String("sim.faults", "call", "where faults are injected: call (whole calls fail, land twice, lose their answer), attempt (the SDK's own attempts, through the real SDK client), or mixed (the seed chooses per client); attempt and mixed do not replay exactly yet (docs/SIMULATION.md)")
+	flagFaults   = flag.String("sim.faults", "call", "where faults are injected: call (whole calls fail, land twice, lose their answer), attempt (the SDK's own attempts, through the real SDK client), or mixed (the seed chooses per client)")
 	flagHang     = flag.Duration("sim.hang", 2*time.Minute, "wall time after which a seed that has not finished is reported as hung")
 )
 
