@@ -32,9 +32,9 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // without background heartbeats) still has its item released if it is
 // still this owner's; once the loss is recorded (at the lease's end, by the
 // heartbeat scheduler or by a heartbeat that failed then) nothing is sent,
-// and the item, no longer renewed, is free to others already.
-// [ErrLockAlreadyReleased] when it was
-// released before; [ErrCannotReleaseNullLock] for a nil lock;
+// and the item, no longer renewed, is free to others already. It returns
+// [ErrLockAlreadyReleased] when the lock was released before;
+// [ErrCannotReleaseNullLock] for a nil lock;
 // [ErrOwnerMismatched] for a lock of another owner, and (itself, unwrapped,
 // as in v2) for a zero Lock.
 //
