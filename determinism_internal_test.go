@@ -189,6 +189,8 @@ func TestReleaseBehindABeatThatRanOutSeesTheLoss(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var mu sync.Mutex
 			releases := 0
+			inFlight := make(chan struct{})
+			var once sync.Once
 			db := faults.Wrap(dynamolocktest.New().Conn())
 			c := tableClient(t, db, "turn_table", WithLeaseDuration(time.Second), WithHeartbeatPeriod(300*time.Millisecond))
 			l, err := c.AcquireLock("k")
@@ -205,10 +207,11 @@ func TestReleaseBehindABeatThatRanOutSeesTheLoss(t *testing.T) {
 				}
 				return strings.HasPrefix(aws.ToString(u.UpdateExpression), "SET #v = :v, #l = :l")
 			}, Before: func(ctx context.Context) error {
+				once.Do(func() { close(inFlight) })
 				<-ctx.Done() // the heartbeat's answer never comes
 				return ctx.Err()
 			}})
-			time.Sleep(500 * time.Millisecond) // the first beat is on its way
+			<-inFlight // the first scheduled beat is on its way
 			ok, err := c.ReleaseLock(l)
 			if ok || !errors.Is(err, ErrLeaseExpired) {
 				t.Fatalf("run %d: ReleaseLock behind a beat that ran out with the lease returned %v, %v; want false and ErrLeaseExpired", run, ok, err)

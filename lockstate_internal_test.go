@@ -22,15 +22,7 @@ import (
 // (dynamolocktest), closed at the end of the test.
 func grantClient(t *testing.T, opts ...ClientOption) *Client {
 	t.Helper()
-	c, err := New(dynamolocktest.New().Conn(), "state_table", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if _, err := c.CreateTableWithContext(context.Background(), "state_table"); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return tableClient(t, dynamolocktest.New().Conn(), "state_table", opts...)
 }
 
 // poll waits for cond, checking every millisecond, for at most 10 s.

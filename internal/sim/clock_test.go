@@ -81,8 +81,7 @@ func (k *simClock) at(b time.Time) time.Time {
 // t at the instant the division gives; without the correction a context
 // whose deadline is t ended while this clock still read t − 1 ns, and the
 // library, asking whether the lease had run out, was told no at the
-// instant its deadline said yes (seed 74 with -sim.clocks=within: whether
-// a release behind the beat saw the loss was the Go scheduler's choice).
+// instant its deadline said yes.
 func (k *simClock) bubble(t time.Time) time.Time {
 	b := k.origin.Add(k.span(t.Sub(k.origin) - k.offset))
 	for i := 0; i < 16 && k.at(b).Before(t); i++ { // a few at most; bounded for times out of range
@@ -159,7 +158,7 @@ func (k *simClock) afterFunc(d time.Duration, f func()) (stop func() bool) {
 	if d > 0 {
 		span = time.Until(k.bubble(k.Now().Add(d))) // when this clock has moved d
 	}
-	key := fmt.Sprintf("timer due %d @%016x", time.Now().Add(span).UnixNano(), stackHash(3))
+	due, setter := time.Now().Add(span).UnixNano(), stackHash(3) // the step's key, if a pause holds it
 	var fire func()
 	fire = func() {
 		mu.Lock()
@@ -176,7 +175,7 @@ func (k *simClock) afterFunc(d time.Duration, f func()) (stop func() bool) {
 		if held && k.step != nil {
 			held = false
 			mu.Unlock()
-			k.step(key)
+			k.step(fmt.Sprintf("timer due %d @%016x", due, setter))
 			fire() // stopped meanwhile, or paused again
 			return
 		}
