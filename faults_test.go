@@ -65,7 +65,10 @@ func assertHeld(t *testing.T, l *dynamolock.Lock, other *dynamolock.Client) {
 func TestHeartbeatsSurviveInternalServerErrors(t *testing.T) {
 	const lease, beat = time.Second, 250 * time.Millisecond
 	table := newTable(t, "")
-	se := &faults.ServiceErrors{Rate: 0.3, Kinds: []faults.Kind{faults.InternalServerError}}
+	// Every third UpdateItem fails (one attempt each): the acquisition is
+	// the first, so a third of the heartbeats meet a 500, never two in a
+	// row. A random rate could inject none in a short run.
+	se := &faults.ServiceErrors{Every: 3, Operations: []string{"UpdateItem"}, Kinds: []faults.Kind{faults.InternalServerError}}
 	fdb, _ := newDB(t, faults.Timeouts(time.Second, 1, 10*time.Millisecond), faults.Inject(se))
 	db, _ := newDB(t)
 	holder := newClient(t, fdb, table, dynamolock.WithLeaseDuration(lease), dynamolock.WithHeartbeatPeriod(beat))

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -208,4 +209,22 @@ func typed(err error) string {
 		return "GenericAPIError " + ge.Code
 	}
 	return fmt.Sprintf("%T", err)
+}
+
+func TestServiceErrorsEvery(t *testing.T) {
+	srv, _ := fakeDynamoDB(t)
+	se := &faults.ServiceErrors{Every: 3, Operations: []string{"GetItem"}}
+	db := client(srv.URL, faults.Inject(se), faults.Timeouts(time.Second, 1, time.Millisecond))
+	var failed []int
+	for i := range 9 {
+		if getItem(context.Background(), db) != nil {
+			failed = append(failed, i)
+		}
+	}
+	if !slices.Equal(failed, []int{2, 5, 8}) {
+		t.Fatalf("calls %v failed; want every third: [2 5 8]", failed)
+	}
+	if se.Injected() != 3 {
+		t.Fatalf("Injected %d, want 3", se.Injected())
+	}
 }

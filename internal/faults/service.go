@@ -86,6 +86,10 @@ func (k Kind) response() (status int, code string) {
 type ServiceErrors struct {
 	// Rate is the probability, from 0 to 1, that an attempt fails.
 	Rate float64
+	// Every, when not zero, replaces Rate with a fixed pattern: the
+	// Every-th attempt of the operations it applies to fails, and every
+	// Every-th after it. A test that must see errors then sees them.
+	Every uint64
 	// Kinds are the errors to inject, chosen uniformly; empty means
 	// InternalServerError.
 	Kinds []Kind
@@ -99,6 +103,7 @@ type ServiceErrors struct {
 	once     sync.Once
 	rate     atomic.Uint64 // math.Float64bits of the current rate
 	attempts atomic.Uint64
+	matched  atomic.Uint64 // attempts of the operations it applies to
 	injected [numKinds]atomic.Uint64
 }
 
@@ -145,7 +150,7 @@ func (s *ServiceErrors) Register(stack *middleware.Stack) error {
 
 func (s *ServiceErrors) handle(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
 	s.attempts.Add(1)
-	if !s.applies(awsmiddleware.GetOperationName(ctx)) || rand.Float64() >= math.Float64frombits(s.rate.Load()) {
+	if !s.applies(awsmiddleware.GetOperationName(ctx)) || !s.fails() {
 		return next.HandleDeserialize(ctx, in)
 	}
 	kind := InternalServerError
@@ -166,6 +171,15 @@ func (s *ServiceErrors) handle(ctx context.Context, in middleware.DeserializeInp
 	}
 	s.injected[kind].Add(1)
 	return middleware.DeserializeOutput{RawResponse: errorResponse(kind)}, md, nil
+}
+
+// fails decides whether this attempt of an operation it applies to fails.
+func (s *ServiceErrors) fails() bool {
+	n := s.matched.Add(1)
+	if s.Every > 0 {
+		return n%s.Every == 0
+	}
+	return rand.Float64() < math.Float64frombits(s.rate.Load())
 }
 
 func (s *ServiceErrors) applies(op string) bool {
