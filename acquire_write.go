@@ -60,13 +60,19 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	c.here.noteCall(w)
 	out, err := a.updateItem(ctx, in)
 	if err == nil {
-		item := wrote.after(in.Key, out.Attributes)
 		if !a.c.now().Before(sent.Add(at.lease)) {
 			// The answer came after the lease it granted ran out (a pause):
 			// take the item anew rather than return a lock already lost.
-			return nil, a.learn(ctx, w, item, nil)
+			return nil, a.learn(ctx, w, wrote.after(in.Key, out.Attributes), nil)
 		}
-		l, err := a.holdItem(ctx, w, item, at)
+		var l *Lock
+		var err error
+		if wrote.fresh != nil && len(out.Attributes) == 0 {
+			// There was no item: the record is what the write wrote.
+			l, err = a.holdRecord(ctx, w, wrote.fresh, at)
+		} else {
+			l, err = a.holdItem(ctx, w, wrote.after(in.Key, out.Attributes), at)
+		}
 		if l == nil || err != nil {
 			return nil, err // no lock: lost before it could be returned; decided anew
 		}
@@ -336,6 +342,80 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 // the new item from it and what it wrote. sent is the instant the lease
 // counts from.
 func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
+	if c.plain.names != nil && plainShape(o, takeover, q) {
+		return c.plainAcquireWrite(key, sortKey, o, rvn, sent)
+	}
+	return c.builtAcquireWrite(key, sortKey, o, rvn, takeover, q, sent)
+}
+
+// plainShape reports whether an acquiring write has the common shape:
+// no data, no additional attributes, no takeover, no fair queue, and not
+// WithAcquireOnlyIfLockAlreadyExists. Its names and expressions then
+// depend on the client alone (see plainAcquire).
+func plainShape(o *acquireLockOptions, takeover string, q *queueWrite) bool {
+	return !o.replaceData && o.data == nil && len(o.additionalAttributes) == 0 && takeover == "" && q == nil && !o.onlyIfLockAlreadyExist
+}
+
+// plainAcquire is what every acquiring write of the common shape (see
+// plainShape) has in common: its attribute names, its two expressions and
+// the fencing token's increment, taken once per client from a request of
+// builtAcquireWrite itself, so that the two cannot differ
+// (TestPlainAcquireWriteIsTheBuiltOne). Each request gets its own copies:
+// a DynamoDBClient wrapper may change the request it is given.
+type plainAcquire struct {
+	names             map[string]string
+	update, cond, one string
+}
+
+func (c *Client) newPlainAcquire() plainAcquire {
+	in, _ := c.builtAcquireWrite("k", c.cfg.sortKey, &acquireLockOptions{lease: time.Second}, "rvn", "", nil, time.Unix(0, 0))
+	one, _ := in.ExpressionAttributeValues[":one"].(*types.AttributeValueMemberN)
+	if one == nil {
+		return plainAcquire{} // not the shape plainAcquireWrite writes: every write is built
+	}
+	return plainAcquire{names: in.ExpressionAttributeNames, update: *in.UpdateExpression, cond: *in.ConditionExpression, one: one.Value}
+}
+
+// plainAcquireWrite is builtAcquireWrite for the common shape, from the
+// client's names and expressions: only the values and the key are built
+// per call.
+func (c *Client) plainAcquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn string, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
+	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4), tokenBase: uint64(sent.UnixMicro())}
+	w.remove = append(w.removeArray[:0], attrIsReleased)
+	if c.cfg.clockSkewBound <= 0 {
+		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
+	}
+	// A builder of the values alone: the names are the client's.
+	b := &exprBuilder{values: make(map[string]types.AttributeValue, 8)}
+	w.set[attrOwnerName] = attrS(c.cfg.ownerName)
+	w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
+	w.set[attrRVN] = attrS(rvn)
+	b.values[":o"] = w.set[attrOwnerName]
+	b.values[":l"] = w.set[attrLeaseDuration]
+	b.values[":v"] = w.set[attrRVN]
+	b.values[":base"] = attrN(w.tokenBase)
+	b.values[":one"] = &types.AttributeValueMemberN{Value: c.plain.one}
+	c.expirySets(b, sent, o.lease, rvn)
+	w.setExpiry(b, c.cfg.ttlAttribute)
+	w.fresh = &lockRecord{owner: c.cfg.ownerName, lease: o.lease, rvn: rvn, fencingToken: w.tokenBase + 1}
+	if c.cfg.clockSkewBound > 0 {
+		w.fresh.leaseExpiresAt, w.fresh.expiryRVN = ceilMilli(sent.Add(o.lease)), rvn
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.cfg.tableName),
+		Key:                                 c.itemKeyOf(key, sortKey),
+		UpdateExpression:                    aws.String(c.plain.update),
+		ConditionExpression:                 aws.String(c.plain.cond),
+		ExpressionAttributeNames:            maps.Clone(c.plain.names),
+		ExpressionAttributeValues:           b.values,
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, w
+}
+
+// builtAcquireWrite is acquireWrite for any shape, each request built
+// from its parts.
+func (c *Client) builtAcquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
 	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4+len(o.additionalAttributes)), tokenBase: uint64(sent.UnixMicro())}
 	w.remove = w.removeArray[:0]
 	b := newExprBuilder()
@@ -389,11 +469,7 @@ func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
 		b.value(":base", attrN(w.tokenBase)) + ") + " + b.value(":one", attrN(1))
 	set += c.expirySets(b, sent, o.lease, rvn)
-	for _, e := range [...]struct{ alias, attr string }{{":x", attrLeaseExpiresAt}, {":xr", attrLeaseExpiresRVN}, {":t", c.cfg.ttlAttribute}} {
-		if v, ok := b.values[e.alias]; ok {
-			w.set[e.attr] = v
-		}
-	}
+	w.setExpiry(b, c.cfg.ttlAttribute)
 
 	cond := "attribute_not_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
@@ -427,6 +503,19 @@ type acquiredItem struct {
 	removeArray  [4]string // remove's first array: at most four names in the common case
 	queueRemove  []string  // entries removed from the fair queue
 	tokenBase    uint64    // the fencing token of an item that has none
+	// fresh is the record of the item the write creates where there was
+	// none, as decoding after's item would read it; nil: decode that item
+	// (plainAcquireWrite sets it).
+	fresh *lockRecord
+}
+
+// setExpiry records the stored expiry and the TTL that b's values write.
+func (w *acquiredItem) setExpiry(b *exprBuilder, ttlAttribute string) {
+	for _, e := range [...]struct{ alias, attr string }{{":x", attrLeaseExpiresAt}, {":xr", attrLeaseExpiresRVN}, {":t", ttlAttribute}} {
+		if v, ok := b.values[e.alias]; ok {
+			w.set[e.attr] = v
+		}
+	}
 }
 
 // after is the item as the write left it, given key and the item before

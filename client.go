@@ -41,6 +41,7 @@ type Client struct {
 
 	here  here // what the client's acquisitions and locks share about keys
 	sched *scheduler
+	plain plainAcquire // the common acquiring write's names and expressions
 
 	mu        sync.RWMutex // guards closed against registering new locks during Close
 	closed    bool
@@ -81,6 +82,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 	}
 	c.here = newHere(c.cfg.maxObservations)
 	c.sched = newScheduler(c)
+	c.plain = c.newPlainAcquire()
 	return c, nil
 }
 

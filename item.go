@@ -282,7 +282,9 @@ func newExprBuilder() *exprBuilder {
 
 // name returns the placeholder for attribute name under alias (e.g. "#o").
 func (b *exprBuilder) name(alias, attr string) string {
-	b.names[alias] = attr
+	if b.names != nil { // nil: a builder of values alone (plainAcquireWrite)
+		b.names[alias] = attr
+	}
 	return alias
 }
 
@@ -302,11 +304,14 @@ func (b *exprBuilder) valuesOrNil() map[string]types.AttributeValue {
 // validateItemSize rejects data that would make the item larger than
 // DynamoDB's 400 KB limit, counting every attribute the lock writes.
 func (c *Client) validateItemSize(option, key string, sortKey *string, data []byte, additional map[string]types.AttributeValue) error {
-	item := c.itemKeyOf(key, sortKey)
-	for name, v := range additional {
-		item[name] = v
+	// The key's attributes and the additional ones (whose names never
+	// collide with the key's: see acquireOptions), counted as itemSize
+	// counts them, without building the item.
+	keySize := len(c.cfg.partitionKeyName) + len(key)
+	if sortKey != nil {
+		keySize += len(c.cfg.sortKeyName) + len(*sortKey)
 	}
-	size := itemSize(item) + len(data) + len(attrData) +
+	size := keySize + itemSize(additional) + len(data) + len(attrData) +
 		len(attrOwnerName) + len(c.cfg.ownerName) +
 		len(attrLeaseDuration) + 24 + len(attrRVN) + 36 +
 		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
