@@ -9,7 +9,7 @@
 //	lockbench calls
 //	lockbench latency [-samples 1000]
 //	lockbench writeparts [-samples 1000]
-//	lockbench capacity [-n 5000 | -search 1000,2500,5000] [-hold 30s] [-lease 3s] [-heartbeat 1s] [-concurrency 32] [-refine] [-bound-point]
+//	lockbench capacity [-n 5000 | -search 1000,2500,5000] [-hold 30s] [-lease 3s] [-heartbeat 1s] [-concurrency 32] [-admission 0.8] [-refine] [-bound-point]
 //	lockbench failover [-trials 8]
 //	lockbench handover [-trials 8] [-waiters 4] [-refresh 1s,10s]
 //	lockbench contention [-modes default] [-contenders 2,8,32] [-goroutines 1] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
@@ -74,6 +74,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		lease      = fs.Duration("lease", 3*time.Second, "capacity: lease duration")
 		heartbeat  = fs.Duration("heartbeat", time.Second, "capacity: heartbeat period")
 		conc       = fs.Int("concurrency", 0, "capacity: WithHeartbeatConcurrency (0: the default, 32)")
+		admission  = fs.Float64("admission", 0, "capacity: WithHeartbeatAdmission (0: the default, 0.8)")
 		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks")
 		unpaced    = fs.Bool("unpaced", false, "capacity: ask for the N locks without pausing for the heartbeat backlog (admission control alone decides); every N of -search runs")
 		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate first (0: skip)")
@@ -180,7 +181,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		}
 		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench writeparts"}, args...), " ")))
 	case "capacity":
-		cfg := bench.CapacityConfig{Hold: *hold, Lease: *lease, Heartbeat: *heartbeat, Concurrency: *conc, AcquireWorkers: *workers, Unpaced: *unpaced}
+		cfg := bench.CapacityConfig{Hold: *hold, Lease: *lease, Heartbeat: *heartbeat, Concurrency: *conc, Admission: *admission, AcquireWorkers: *workers, Unpaced: *unpaced}
 		if *trace {
 			cfg.Trace = os.Stderr
 		}

@@ -25,8 +25,9 @@ type CapacityConfig struct {
 	Hold           time.Duration
 	Lease          time.Duration
 	Heartbeat      time.Duration
-	Concurrency    int // WithHeartbeatConcurrency; 0: the default
-	AcquireWorkers int // acquisitions in flight while taking the N locks
+	Concurrency    int     // WithHeartbeatConcurrency; 0: the default
+	Admission      float64 // WithHeartbeatAdmission; 0: the default (0.8)
+	AcquireWorkers int     // acquisitions in flight while taking the N locks
 	// Unpaced asks for the N locks as fast as AcquireWorkers allow, with
 	// no pause for the heartbeat backlog: whether they can be renewed is
 	// then the library's own decision (admission control refuses or makes
@@ -117,6 +118,9 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 	}
 	if cfg.Concurrency > 0 {
 		opts = append(opts, dynamolock.WithHeartbeatConcurrency(cfg.Concurrency))
+	}
+	if cfg.Admission > 0 {
+		opts = append(opts, dynamolock.WithHeartbeatAdmission(cfg.Admission))
 	}
 	if cfg.Trace != nil {
 		opts = append(opts, dynamolock.WithSlog(slog.New(&firstErrors{w: cfg.Trace, left: 20})))
