@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -266,9 +267,14 @@ func (c *Client) Close() error {
 // CloseWithContext releases every lock this client holds (going on past
 // individual failures and returning them joined), stops the heartbeat
 // scheduler, and waits for every goroutine the client started, including
-// running session-monitor callbacks, until ctx ends. A lock whose release
-// failed is marked lost (cause [ErrClientClosed]) and expires in DynamoDB
-// after its lease. Later calls of any method return [ErrClientClosed].
+// running session-monitor callbacks, until ctx ends. No heartbeat starts
+// once Close has begun: the releases go instead, the lock whose lease ends
+// first first, as many at once as [WithHeartbeatConcurrency] allows, so
+// that each is sent no later than the lock's next heartbeat would have
+// been. A lock whose release failed is marked lost (cause
+// [ErrClientClosed]) and expires in DynamoDB after its lease, as does one
+// whose lease ran out before its release could be sent. Later calls of
+// any method return [ErrClientClosed].
 func (c *Client) CloseWithContext(ctx context.Context) error {
 	err := ErrClientClosed
 	c.closeOnce.Do(func() { err = c.close(ctx) })
@@ -281,7 +287,19 @@ func (c *Client) close(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.closing)
 
-	held := c.here.all()
+	// No more heartbeats: each lock's release is sent instead, in the
+	// order of the ends of the leases, by as many goroutines as there are
+	// heartbeat workers. So every release goes no later than the lock's
+	// next heartbeat would have gone, and no lock waits for its release
+	// behind heartbeats of others (which, on a backend whose throughput the
+	// heartbeats use up, let leases run out during Close).
+	c.sched.drain()
+	held := c.here.all() // in key order: ties keep it
+	ends := make(map[*Lock]time.Time, len(held))
+	for _, l := range held {
+		ends[l] = l.Expiration()
+	}
+	slices.SortStableFunc(held, func(a, b *Lock) int { return ends[a].Compare(ends[b]) })
 	errs := make([]error, len(held))
 	sem := make(chan struct{}, c.cfg.heartbeatConcurrency)
 	var wg sync.WaitGroup

@@ -62,45 +62,57 @@ func TestSleepTiesHaveOneOutcome(t *testing.T) {
 // held locks releases them a few at a time, in the order of the client's
 // registry, a map. Two runs of one seed released them in different orders
 // (seeds 7 and 21 of the simulation). Before the fix, the eight releases
-// below came out of key order in almost every run.
+// below came out of key order in almost every run. Close now releases the
+// lock whose lease ends first first (TestCloseAtCapacityLosesNoLock); locks
+// whose leases end at one instant go in key order.
 func TestCloseReleasesInKeyOrder(t *testing.T) {
-	var mu sync.Mutex
-	var released []string
-	record := &faults.Rule{Op: "UpdateItem", Match: func(in any) bool {
-		u := in.(*dynamodb.UpdateItemInput)
-		if !strings.HasPrefix(aws.ToString(u.UpdateExpression), "SET #r = :r") {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var released []string
+		record := &faults.Rule{Op: "UpdateItem", Match: func(in any) bool {
+			u := in.(*dynamodb.UpdateItemInput)
+			if !strings.HasPrefix(aws.ToString(u.UpdateExpression), "SET #r = :r") {
+				return false
+			}
+			mu.Lock()
+			released = append(released, u.Key["key"].(*types.AttributeValueMemberS).Value)
+			mu.Unlock()
 			return false
-		}
-		mu.Lock()
-		released = append(released, u.Key["key"].(*types.AttributeValueMemberS).Value)
-		mu.Unlock()
-		return false
-	}}
-	db := faults.Wrap(dynamolocktest.New().Conn())
-	c, err := New(db, "order_table", DisableHeartbeat(), WithHeartbeatConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateTableWithContext(context.Background(), "order_table"); err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for i := range 8 {
-		keys = append(keys, fmt.Sprintf("key-%d", (i*5)%8))
-	}
-	for _, k := range keys {
-		if _, err := c.AcquireLock(k); err != nil {
+		}}
+		db := faults.Wrap(dynamolocktest.New().Conn())
+		c, err := New(db, "order_table", DisableHeartbeat(), WithHeartbeatConcurrency(1))
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	db.Add(record)
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(keys)
-	if !slices.Equal(released, keys) {
-		t.Fatalf("Close released %v, want key order %v", released, keys)
-	}
+		if _, err := c.CreateTableWithContext(context.Background(), "order_table"); err != nil {
+			t.Fatal(err)
+		}
+		// Two groups of four, each acquired at one virtual instant and out
+		// of key order: the first group's leases end a second before the
+		// second's, whose keys come first in key order.
+		var want []string
+		for _, g := range []string{"b", "a"} {
+			var group []string
+			for i := range 4 {
+				group = append(group, fmt.Sprintf("key-%s-%d", g, (i*3)%4))
+			}
+			for _, k := range group {
+				if _, err := c.AcquireLock(k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			slices.Sort(group)
+			want = append(want, group...)
+			time.Sleep(time.Second)
+		}
+		db.Add(record)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(released, want) {
+			t.Fatalf("Close released %v, want the earliest lease end first, then key order: %v", released, want)
+		}
+	})
 }
 
 // A sleep that ends at the instant its context's deadline passes returns

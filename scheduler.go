@@ -55,6 +55,9 @@ type scheduler struct {
 	settled  []chan struct{} // closed once the loop has taken in the pending locks (see settle)
 	started  bool
 	stopping bool
+	// draining: Close is releasing every lock; no heartbeat starts (see
+	// drain).
+	draining atomic.Bool
 
 	kick      chan struct{}   // wakes the loop; capacity 1
 	work      chan *Lock      // beats for the workers; capacity heartbeatConcurrency
@@ -129,6 +132,16 @@ func (s *scheduler) notify(l *Lock) {
 	case s.kick <- struct{}{}:
 	default:
 	}
+}
+
+// drain makes the loop start no more heartbeats: Close releases every
+// lock instead, and a release renews nothing that a beat would have
+// needed to. Beats in flight end as they would; the loop goes on
+// recording losses at the end of a lease and firing session monitors
+// until stop.
+func (s *scheduler) drain() {
+	s.draining.Store(true)
+	s.kickLoop()
 }
 
 // settle waits until the loop has taken in every lock notified before the
@@ -334,7 +347,8 @@ func (s *scheduler) fire(l *Lock, now time.Time) {
 // dispatch starts queued heartbeats while slots are free, earliest lease end
 // first, and reports a backlog.
 func (s *scheduler) dispatch(now time.Time) {
-	for s.slots > 0 && len(s.ready) > 0 {
+	draining := s.draining.Load()
+	for s.slots > 0 && len(s.ready) > 0 && !draining {
 		l := heap.Pop(&s.ready).(*Lock)
 		e := &l.sched
 		e.queued = false
@@ -379,7 +393,7 @@ func (s *scheduler) dispatch(now time.Time) {
 	}
 	s.slackBits.Store(math.Float64bits(slack))
 	s.c.metrics.setBacklog(len(s.ready))
-	if len(s.ready) > 0 && now.Sub(s.lastLog) > s.c.cfg.heartbeatPeriod {
+	if len(s.ready) > 0 && !draining && now.Sub(s.lastLog) > s.c.cfg.heartbeatPeriod {
 		s.lastLog = now
 		s.c.cfg.logger.LogAttrs(s.ctx, slog.LevelWarn, "heartbeat backlog: more locks are due than can be renewed at once",
 			slog.Int("backlog", len(s.ready)), slog.Int("concurrency", s.c.cfg.heartbeatConcurrency))
