@@ -45,9 +45,13 @@ type CapacityConfig struct {
 // unless their name says otherwise.
 type CapacityRun struct {
 	CapacityConfig
-	Acquired      int           // locks acquired
-	AcquireErrors int           // acquisitions that failed
-	Refused       int           // of which with ErrHeartbeatCapacity
+	Acquired      int // locks acquired
+	AcquireErrors int // acquisitions that failed
+	Refused       int // of which with ErrHeartbeatCapacity
+	// RefusedWhy counts the refusals by the cause their error names:
+	// "rate" (the held locks' need), "slack" (the most overdue heartbeat's
+	// lease left), "slots" (acquisitions let go at once), "other".
+	RefusedWhy    map[string]int
 	AcquireTime   time.Duration // to acquire all N
 	Lost          int           // locks lost, from the first acquisition to the end of the hold
 	LostAcquiring int           // of which while the N locks were being acquired
@@ -71,6 +75,7 @@ type CapacityRun struct {
 	CPUClient              time.Duration // this process
 	CPUServer              time.Duration // DynamoDB Local, when its pid is known
 	CloseTime              time.Duration // Close releasing all locks
+	LostInClose            int           // locks whose leases ran out during Close instead of being released
 	CloseErr               string
 }
 
@@ -122,8 +127,10 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 	if cfg.Admission > 0 {
 		opts = append(opts, dynamolock.WithHeartbeatAdmission(cfg.Admission))
 	}
+	var logged *firstErrors
 	if cfg.Trace != nil {
-		opts = append(opts, dynamolock.WithSlog(slog.New(&firstErrors{w: cfg.Trace, left: 20})))
+		logged = &firstErrors{w: cfg.Trace, left: 20}
+		opts = append(opts, dynamolock.WithSlog(slog.New(logged)))
 	}
 	c, err := dynamolock.New(db, table, opts...)
 	if err != nil {
@@ -142,9 +149,10 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 	// lease's slack (lease − heartbeat period) to drain at the rate beats
 	// complete, and whenever a heartbeat started late.
 	began := time.Now()
-	stopTrace := traceStats(c, cfg.Trace, began)
+	stopTrace := traceStats(c, cfg.Trace, logged, began)
 	defer stopTrace()
 	var next, failed, refused atomic.Int64
+	why := map[string]*atomic.Int64{"rate": new(atomic.Int64), "slack": new(atomic.Int64), "slots": new(atomic.Int64), "other": new(atomic.Int64)}
 	var pauseUntil atomic.Int64 // unix nanoseconds
 	var firstErr atomic.Value
 	sampled := make(chan struct{})
@@ -195,6 +203,7 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 					failed.Add(1)
 					if errors.Is(err, dynamolock.ErrHeartbeatCapacity) {
 						refused.Add(1)
+						why[refusalCause(err)].Add(1)
 					} else {
 						firstErr.CompareAndSwap(nil, err.Error())
 					}
@@ -213,6 +222,12 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 	r.AcquireTime = time.Since(began)
 	r.AcquireErrors = int(failed.Load())
 	r.Refused = int(refused.Load())
+	r.RefusedWhy = map[string]int{}
+	for k, n := range why {
+		if v := int(n.Load()); v > 0 {
+			r.RefusedWhy[k] = v
+		}
+	}
 	for _, l := range locks {
 		if l != nil {
 			r.Acquired++
@@ -284,12 +299,14 @@ hold:
 		}
 	}
 
+	lostBefore := c.Stats().LocksLost
 	t := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	err = c.CloseWithContext(cctx)
 	closed = true
 	r.CloseTime = time.Since(t)
+	r.LostInClose = int(c.Stats().LocksLost - lostBefore)
 	if err != nil {
 		msg := err.Error()
 		if n := strings.Count(msg, "\n") + 1; n > 1 {
@@ -431,4 +448,19 @@ func SearchCapacity(ctx context.Context, e *Env, base CapacityConfig, ns []int, 
 	}
 	res.MaxHeld = good
 	return res, nil
+}
+
+// refusalCause names the cause an ErrHeartbeatCapacity refusal gives in
+// its message (see the library's admit): "rate", "slack", "slots" or
+// "other".
+func refusalCause(err error) string {
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "renewals/s"):
+		return "rate"
+	case strings.Contains(msg, "of its lease left"):
+		return "slack"
+	case strings.Contains(msg, "were all under way"):
+		return "slots"
+	}
+	return "other"
 }

@@ -117,7 +117,7 @@ func (g *gapTracker) finish(end time.Time) (p50, p99, maxGap time.Duration) {
 
 // traceStats prints c's Stats to w every 250 ms until the returned
 // function is called; it does nothing when w is nil.
-func traceStats(c *dynamolock.Client, w io.Writer, began time.Time) func() {
+func traceStats(c *dynamolock.Client, w io.Writer, h *firstErrors, began time.Time) func() {
 	if w == nil {
 		return func() {}
 	}
@@ -135,10 +135,11 @@ func traceStats(c *dynamolock.Client, w io.Writer, began time.Time) func() {
 			case <-t.C:
 			}
 			s := c.Stats()
-			fmt.Fprintf(w, "%6.2fs held=%d lost=%d backlog=%d beats=+%d errors=+%d late=+%d calls=+%d admission waits=+%d\n",
+			fmt.Fprintf(w, "%6.2fs held=%d lost=%d backlog=%d beats=+%d errors=+%d late=+%d calls=+%d admission waits=+%d%s\n",
 				time.Since(began).Seconds(), s.HeldLocks, s.LocksLost, s.HeartbeatBacklog,
 				s.HeartbeatsSent-prev.HeartbeatsSent, s.HeartbeatErrors-prev.HeartbeatErrors,
-				s.LateHeartbeats-prev.LateHeartbeats, s.DynamoDBCalls-prev.DynamoDBCalls, s.AdmissionWaits-prev.AdmissionWaits)
+				s.LateHeartbeats-prev.LateHeartbeats, s.DynamoDBCalls-prev.DynamoDBCalls, s.AdmissionWaits-prev.AdmissionWaits,
+				h.admissionSeen())
 			prev = s
 		}
 	}()
@@ -151,20 +152,46 @@ func traceStats(c *dynamolock.Client, w io.Writer, began time.Time) func() {
 	}
 }
 
-// firstErrors is a slog handler that prints the first few warnings.
+// firstErrors is a slog handler that prints the first few warnings, and
+// keeps what the last acquisition that waited for heartbeat capacity saw
+// (admission's need, capacity and slack) for traceStats.
 type firstErrors struct {
 	mu   sync.Mutex
 	w    io.Writer
 	left int
+	seen string // the last "waiting for heartbeat capacity" record's attributes
 }
 
-func (h *firstErrors) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *firstErrors) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelDebug }
 func (h *firstErrors) WithAttrs([]slog.Attr) slog.Handler           { return h }
 func (h *firstErrors) WithGroup(string) slog.Handler                { return h }
+
+// admissionSeen returns what the last acquisition that waited saw, and
+// forgets it.
+func (h *firstErrors) admissionSeen() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.seen
+	h.seen = ""
+	return s
+}
+
 func (h *firstErrors) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.left <= 0 {
+	if r.Message == "waiting for heartbeat capacity" {
+		h.seen = ""
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key != "what" {
+				if f, ok := a.Value.Any().(float64); ok {
+					h.seen += fmt.Sprintf(" %s=%.2f", a.Key, f)
+				}
+			}
+			return true
+		})
+		return nil
+	}
+	if r.Level < slog.LevelWarn || h.left <= 0 {
 		return nil
 	}
 	h.left--

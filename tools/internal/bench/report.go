@@ -89,13 +89,18 @@ func (r *CapacityResult) Markdown(cmd string) string {
 			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the ceiling measured above, in the same run. Target: 0 lost and held at end ≥ %.0f%% of the bound.",
 			unpaced[0].AcquireWorkers, 100*NeverLoseTarget)
 		b.w("")
-		b.w("| N asked | lost | refused | other errors | held at end | bound | held ÷ bound | asking took | max renewal gap |")
+		b.w("| N asked | lost | refused (rate / slack / slots) | other errors | held at end | bound | held ÷ bound | asking took | max renewal gap |")
 		b.w("|---|---|---|---|---|---|---|---|---|")
 		for _, x := range unpaced {
 			bound := r.RunBound(x)
 			f := float64(x.HeldAtEnd) / bound
+			why := fmt.Sprintf("%s (%s / %s / %s)", commas(int64(x.Refused)), commas(int64(x.RefusedWhy["rate"])),
+				commas(int64(x.RefusedWhy["slack"])), commas(int64(x.RefusedWhy["slots"])))
+			if n := x.RefusedWhy["other"]; n > 0 {
+				why += fmt.Sprintf(", %s other", commas(int64(n)))
+			}
 			b.w("| %s | %s | %s | %s | %s | %s | %.0f%% (%s) | %s | %s s |",
-				commas(int64(x.N)), boldIf(x.Lost > 0, commas(int64(x.Lost))), commas(int64(x.Refused)), commas(int64(x.AcquireErrors-x.Refused)),
+				commas(int64(x.N)), boldIf(x.Lost > 0, commas(int64(x.Lost))), why, commas(int64(x.AcquireErrors-x.Refused)),
 				commas(int64(x.HeldAtEnd)), commas(int64(bound)), 100*f, metWord(x.Lost == 0 && f >= NeverLoseTarget),
 				x.AcquireTime.Round(100*time.Millisecond), secs(x.GapMax))
 		}
@@ -109,6 +114,9 @@ func (r *CapacityResult) Markdown(cmd string) string {
 			srv = fmt.Sprintf("%.2f cores", x.CPUServer.Seconds()/x.Hold.Seconds())
 		}
 		closeCell := x.CloseTime.Round(10 * time.Millisecond).String()
+		if x.LostInClose > 0 {
+			closeCell += fmt.Sprintf(", **%s lost in it**", commas(int64(x.LostInClose)))
+		}
 		if x.CloseErr != "" {
 			closeCell += " (" + x.CloseErr + ")"
 		}
