@@ -359,9 +359,11 @@ func plainShape(o *acquireLockOptions, takeover string, q *queueWrite) bool {
 // plainAcquire is what every acquiring write of the common shape (see
 // plainShape) has in common: its attribute names, its two expressions and
 // the fencing token's increment, taken once per client from a request of
-// builtAcquireWrite itself, so that the two cannot differ
-// (TestPlainAcquireWriteIsTheBuiltOne). Each request gets its own copies:
-// a DynamoDBClient wrapper may change the request it is given.
+// builtAcquireWrite itself, so that these cannot differ from what the
+// builder writes; the values and the record of what is written are built
+// apart, and TestPlainAcquireWriteIsTheBuiltOne compares them with the
+// builder's. Each request gets its own copies: a DynamoDBClient wrapper
+// may change the request it is given.
 type plainAcquire struct {
 	names             map[string]string
 	update, cond, one string

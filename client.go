@@ -269,12 +269,15 @@ func (c *Client) Close() error {
 // scheduler, and waits for every goroutine the client started, including
 // running session-monitor callbacks, until ctx ends. No heartbeat starts
 // once Close has begun: the releases go instead, the lock whose lease ends
-// first first, as many at once as [WithHeartbeatConcurrency] allows, so
-// that each is sent no later than the lock's next heartbeat would have
-// been. A lock whose release failed is marked lost (cause
-// [ErrClientClosed]) and expires in DynamoDB after its lease, as does one
-// whose lease ran out before its release could be sent. Later calls of
-// any method return [ErrClientClosed].
+// first first (a lock whose heartbeat is in flight goes by the lease that
+// heartbeat renews), as many at once as [WithHeartbeatConcurrency] allows.
+// While the held locks need no more renewals than the heartbeat workers
+// sustain (what admission control keeps: see [WithHeartbeatAdmission]),
+// every release is then sent before its lock's lease ends. A lock whose
+// release failed is marked lost (cause [ErrClientClosed]) and expires in
+// DynamoDB after its lease, as does one whose lease ran out before its
+// release could be sent; session monitors still fire for locks that wait
+// for their release. Later calls of any method return [ErrClientClosed].
 func (c *Client) CloseWithContext(ctx context.Context) error {
 	err := ErrClientClosed
 	c.closeOnce.Do(func() { err = c.close(ctx) })
@@ -289,15 +292,24 @@ func (c *Client) close(ctx context.Context) error {
 
 	// No more heartbeats: each lock's release is sent instead, in the
 	// order of the ends of the leases, by as many goroutines as there are
-	// heartbeat workers. So every release goes no later than the lock's
-	// next heartbeat would have gone, and no lock waits for its release
-	// behind heartbeats of others (which, on a backend whose throughput the
-	// heartbeats use up, let leases run out during Close).
-	c.sched.drain()
+	// heartbeat workers, so that no lock waits for its release behind
+	// heartbeats of others (which, on a backend whose throughput the
+	// heartbeats used up, let leases run out during Close:
+	// TestCloseAtCapacityLosesNoLock).
+	c.sched.drain(ctx)
 	held := c.here.all() // in key order: ties keep it
+	now := c.now()
 	ends := make(map[*Lock]time.Time, len(held))
 	for _, l := range held {
-		ends[l] = l.Expiration()
+		l.mu.Lock()
+		ends[l] = l.leaseEnd
+		if l.writing {
+			// A beat in flight renews the lease from about now: the release
+			// would wait for it, and the locks whose leases end next must
+			// not wait behind that.
+			ends[l] = now.Add(l.leaseDuration)
+		}
+		l.mu.Unlock()
 	}
 	slices.SortStableFunc(held, func(a, b *Lock) int { return ends[a].Compare(ends[b]) })
 	errs := make([]error, len(held))

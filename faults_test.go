@@ -60,7 +60,7 @@ func assertHeld(t *testing.T, l *dynamolock.Lock, other *dynamolock.Client) {
 	require.ErrorAs(t, err, &held, "another client acquired a held lock")
 }
 
-// Heartbeats survive a 30% rate of 500 errors on every call (the SDK makes
+// Heartbeats survive 500 errors on a third of their writes (the SDK makes
 // one attempt per call, so the library's own retries handle them).
 func TestHeartbeatsSurviveInternalServerErrors(t *testing.T) {
 	const lease, beat = time.Second, 250 * time.Millisecond

@@ -136,12 +136,13 @@ func (s *scheduler) notify(l *Lock) {
 
 // drain makes the loop start no more heartbeats: Close releases every
 // lock instead, and a release renews nothing that a beat would have
-// needed to. Beats in flight end as they would; the loop goes on
+// needed to. It returns once the loop has looked (or ctx ended): no beat
+// starts after it. Beats in flight end as they would; the loop goes on
 // recording losses at the end of a lease and firing session monitors
 // until stop.
-func (s *scheduler) drain() {
+func (s *scheduler) drain(ctx context.Context) {
 	s.draining.Store(true)
-	s.kickLoop()
+	s.settle(ctx) // its loop turn dispatches after reading the flag
 }
 
 // settle waits until the loop has taken in every lock notified before the
@@ -392,7 +393,11 @@ func (s *scheduler) dispatch(now time.Time) {
 		slack = float64(e.due-s.at(now)) / 1e9 * float64(e.need)
 	}
 	s.slackBits.Store(math.Float64bits(slack))
-	s.c.metrics.setBacklog(len(s.ready))
+	if draining {
+		s.c.metrics.setBacklog(0) // Close releases them: no beat is waited for
+	} else {
+		s.c.metrics.setBacklog(len(s.ready))
+	}
 	if len(s.ready) > 0 && !draining && now.Sub(s.lastLog) > s.c.cfg.heartbeatPeriod {
 		s.lastLog = now
 		s.c.cfg.logger.LogAttrs(s.ctx, slog.LevelWarn, "heartbeat backlog: more locks are due than can be renewed at once",
