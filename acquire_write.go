@@ -387,18 +387,18 @@ func (c *Client) plainAcquireWrite(key string, sortKey *string, o *acquireLockOp
 	if c.cfg.clockSkewBound <= 0 {
 		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
 	}
-	// A builder of the values alone: the names are the client's.
-	b := &exprBuilder{values: make(map[string]types.AttributeValue, 8)}
+	// The values alone: the names are the client's.
+	values := make(map[string]types.AttributeValue, 8)
 	w.set[attrOwnerName] = attrS(c.cfg.ownerName)
 	w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
 	w.set[attrRVN] = attrS(rvn)
-	b.values[":o"] = w.set[attrOwnerName]
-	b.values[":l"] = w.set[attrLeaseDuration]
-	b.values[":v"] = w.set[attrRVN]
-	b.values[":base"] = attrN(w.tokenBase)
-	b.values[":one"] = &types.AttributeValueMemberN{Value: c.plain.one}
-	c.expirySets(b, sent, o.lease, rvn)
-	w.setExpiry(b, c.cfg.ttlAttribute)
+	values[":o"] = w.set[attrOwnerName]
+	values[":l"] = w.set[attrLeaseDuration]
+	values[":v"] = w.set[attrRVN]
+	values[":base"] = attrN(w.tokenBase)
+	values[":one"] = &types.AttributeValueMemberN{Value: c.plain.one}
+	c.expiryValues(values, sent, o.lease, rvn)
+	w.setExpiry(values, c.cfg.ttlAttribute)
 	w.fresh = &lockRecord{owner: c.cfg.ownerName, lease: o.lease, rvn: rvn, fencingToken: w.tokenBase + 1}
 	if c.cfg.clockSkewBound > 0 {
 		w.fresh.leaseExpiresAt, w.fresh.expiryRVN = ceilMilli(sent.Add(o.lease)), rvn
@@ -409,7 +409,7 @@ func (c *Client) plainAcquireWrite(key string, sortKey *string, o *acquireLockOp
 		UpdateExpression:                    aws.String(c.plain.update),
 		ConditionExpression:                 aws.String(c.plain.cond),
 		ExpressionAttributeNames:            maps.Clone(c.plain.names),
-		ExpressionAttributeValues:           b.values,
+		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, w
@@ -471,7 +471,7 @@ func (c *Client) builtAcquireWrite(key string, sortKey *string, o *acquireLockOp
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
 		b.value(":base", attrN(w.tokenBase)) + ") + " + b.value(":one", attrN(1))
 	set += c.expirySets(b, sent, o.lease, rvn)
-	w.setExpiry(b, c.cfg.ttlAttribute)
+	w.setExpiry(b.values, c.cfg.ttlAttribute)
 
 	cond := "attribute_not_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
@@ -511,10 +511,11 @@ type acquiredItem struct {
 	fresh *lockRecord
 }
 
-// setExpiry records the stored expiry and the TTL that b's values write.
-func (w *acquiredItem) setExpiry(b *exprBuilder, ttlAttribute string) {
+// setExpiry records the stored expiry and the TTL that values write (see
+// expiryValues).
+func (w *acquiredItem) setExpiry(values map[string]types.AttributeValue, ttlAttribute string) {
 	for _, e := range [...]struct{ alias, attr string }{{":x", attrLeaseExpiresAt}, {":xr", attrLeaseExpiresRVN}, {":t", ttlAttribute}} {
-		if v, ok := b.values[e.alias]; ok {
+		if v, ok := values[e.alias]; ok {
 			w.set[e.attr] = v
 		}
 	}

@@ -55,17 +55,28 @@ func WithTTLAttribute(name string) ClientOption {
 // written for: a reader trusts it only while the item still carries that
 // RVN, so an expiry that a foreign writer left behind is never trusted.
 func (c *Client) expirySets(b *exprBuilder, sent time.Time, lease time.Duration, rvn string) string {
+	c.expiryValues(b.values, sent, lease, rvn)
 	s := ""
 	if c.cfg.clockSkewBound > 0 {
-		s += ", " + b.name("#x", attrLeaseExpiresAt) + " = " +
-			b.value(":x", &types.AttributeValueMemberN{Value: strconv.FormatInt(ceilMilli(sent.Add(lease)), 10)}) +
-			", " + b.name("#xr", attrLeaseExpiresRVN) + " = " + b.value(":xr", attrS(rvn))
+		s += ", " + b.name("#x", attrLeaseExpiresAt) + " = :x, " + b.name("#xr", attrLeaseExpiresRVN) + " = :xr"
 	}
 	if c.cfg.ttlAttribute != "" {
-		s += ", " + b.name("#t", c.cfg.ttlAttribute) + " = " +
-			b.value(":t", &types.AttributeValueMemberN{Value: strconv.FormatInt(sent.Add(lease+TTLMargin).Unix(), 10)})
+		s += ", " + b.name("#t", c.cfg.ttlAttribute) + " = :t"
 	}
 	return s
+}
+
+// expiryValues puts the values of expirySets' clauses into values, under
+// its placeholders (":x", ":xr", ":t"), where the client writes them: all a
+// write with constant expressions needs (plainAcquireWrite).
+func (c *Client) expiryValues(values map[string]types.AttributeValue, sent time.Time, lease time.Duration, rvn string) {
+	if c.cfg.clockSkewBound > 0 {
+		values[":x"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ceilMilli(sent.Add(lease)), 10)}
+		values[":xr"] = attrS(rvn)
+	}
+	if c.cfg.ttlAttribute != "" {
+		values[":t"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(sent.Add(lease+TTLMargin).Unix(), 10)}
+	}
 }
 
 // expiryAttrs names the stored expiry's attributes for a REMOVE clause.

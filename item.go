@@ -282,9 +282,7 @@ func newExprBuilder() *exprBuilder {
 
 // name returns the placeholder for attribute name under alias (e.g. "#o").
 func (b *exprBuilder) name(alias, attr string) string {
-	if b.names != nil { // nil: a builder of values alone (plainAcquireWrite)
-		b.names[alias] = attr
-	}
+	b.names[alias] = attr
 	return alias
 }
 
