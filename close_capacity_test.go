@@ -23,11 +23,18 @@ type serialDB struct {
 	*dynamolocktest.Conn
 	turn    chan struct{} // capacity 1; a channel, not a mutex: synctest's time advances while goroutines wait on it
 	perCall time.Duration
+	// pace, if set, replaces perCall: each request's service time, asked
+	// once it has the turn (a backend whose rate moves).
+	pace func() time.Duration
 }
 
 func (d *serialDB) serve() func() {
 	d.turn <- struct{}{}
-	time.Sleep(d.perCall)
+	if d.pace != nil {
+		time.Sleep(d.pace())
+	} else {
+		time.Sleep(d.perCall)
+	}
 	return func() { <-d.turn }
 }
 
