@@ -77,7 +77,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		admission  = fs.Float64("admission", 0, "capacity: WithHeartbeatAdmission (0: the default, 0.8)")
 		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks")
 		unpaced    = fs.Bool("unpaced", false, "capacity: ask for the N locks without pausing for the heartbeat backlog (admission control alone decides); every N of -search runs")
-		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate first (0: skip)")
+		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate before and after the runs (0: skip)")
 		trials     = fs.Int("trials", 8, "failover: trials per scenario; handover: clients side by side per refresh period")
 		waiters    = fs.Int("waiters", bench.DefaultHandover().Waiters, "handover: goroutines of one client waiting for the key")
 		modes      = fs.String("modes", modeNames(), "contention: AcquireLock modes to run, each beside the others (this build has: "+modeNames()+")")
@@ -213,6 +213,11 @@ func run(ctx context.Context, cmd string, args []string) error {
 		r, err := bench.SearchCapacity(ctx, e, cfg, ns, *refine)
 		if err != nil {
 			return err
+		}
+		if c != nil {
+			if c.After, err = bench.MeasureCeiling(ctx, e, *ceiling, 5*time.Second); err != nil {
+				return err
+			}
 		}
 		r.Ceiling = c
 		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench capacity"}, args...), " ")))

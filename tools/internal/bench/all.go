@@ -139,6 +139,9 @@ func RunAll(ctx context.Context, e *Env, p Plan, out io.Writer) (*Results, strin
 	if res.Capacity, err = SearchCapacity(ctx, e, p.Capacity, ns, p.Refine); err != nil {
 		return nil, "", fmt.Errorf("capacity: %w", err)
 	}
+	if ceiling.After, err = MeasureCeiling(ctx, e, p.CeilingWriters, p.CeilingTime); err != nil {
+		return nil, "", fmt.Errorf("ceiling after the runs: %w", err)
+	}
 	res.Capacity.Ceiling = ceiling
 	capCmd := fmt.Sprintf("go -C tools run ./cmd/lockbench capacity -search %s -hold %s", joinInts(p.CapacityNs), p.Capacity.Hold)
 	if p.Refine {

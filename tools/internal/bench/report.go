@@ -77,16 +77,20 @@ func (r *CapacityResult) Markdown(cmd string) string {
 		"Late beats: beats started more than one period after they were due. CPU is user+system time during the hold.", cmd)
 	b.w("")
 	if c := r.Ceiling; c != nil {
-		b.w("**Backend ceiling, same run:** %d writers doing raw conditional UpdateItems (heartbeat-shaped) for %s: **%s writes/s** (%d errors).",
-			c.Writers, c.Duration.Round(100*time.Millisecond), commas(int64(c.PerSec())), c.Errors)
+		b.w("**Backend ceiling, same run:** %d writers doing raw conditional UpdateItems (heartbeat-shaped) for %s after a warm-up as long: **%s writes/s** (%d errors; the warm-up ran %s/s).",
+			c.Writers, c.Duration.Round(100*time.Millisecond), commas(int64(c.OwnPerSec())), c.Errors, commas(int64(c.WarmupPerSec)))
 		if c.CPUServer > 0 {
 			b.w("DynamoDB Local used %.2f cores doing it, this process %.2f.", c.CPUServer.Seconds()/c.Duration.Seconds(), c.CPUClient.Seconds()/c.Duration.Seconds())
+		}
+		if a := c.After; a != nil {
+			b.w("The same measure after the runs: **%s writes/s** (%d errors). The bound below uses the higher, %s writes/s.",
+				commas(int64(a.OwnPerSec())), a.Errors, commas(int64(c.PerSec())))
 		}
 		b.w("")
 	}
 	if unpaced := r.unpacedRuns(); len(unpaced) > 0 && r.Ceiling != nil {
 		b.w("**Refuse, never lose** (issue 24): each N asked unpaced (%d acquisitions in flight, `FailIfLocked`, no pause for the heartbeat backlog: admission control alone decides), held for the hold time. "+
-			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the ceiling measured above, in the same run. Target: 0 lost and held at end ≥ %.0f%% of the bound.",
+			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the higher ceiling measured above, in the same run. Target: 0 lost and held at end ≥ %.0f%% of the bound.",
 			unpaced[0].AcquireWorkers, 100*NeverLoseTarget)
 		b.w("")
 		b.w("| N asked | lost | refused (rate / slack / slots) | other errors | held at end | bound | held ÷ bound | asking took | max renewal gap |")
