@@ -76,7 +76,13 @@ type CapacityRun struct {
 	CPUServer              time.Duration // DynamoDB Local, when its pid is known
 	CloseTime              time.Duration // Close releasing all locks
 	LostInClose            int           // locks whose leases ran out during Close instead of being released
-	CloseErr               string
+	// LongestPause is the longest this process went without running a
+	// 10 ms ticker, from the first acquisition to the end of the hold;
+	// FirstLoss when the first lock was lost (since the first
+	// acquisition; 0: none), and PauseBeforeLoss the longest pause until
+	// then (see pauseWatch).
+	LongestPause, FirstLoss, PauseBeforeLoss time.Duration
+	CloseErr                                 string
 }
 
 // BeatsPerSec is the heartbeat rate achieved during the hold.
@@ -151,6 +157,8 @@ func RunCapacity(ctx context.Context, e *Env, cfg CapacityConfig) (*CapacityRun,
 	began := time.Now()
 	stopTrace := traceStats(c, cfg.Trace, logged, began)
 	defer stopTrace()
+	pauses := watchPauses(c, began)
+	defer pauses.stop()
 	var next, failed, refused atomic.Int64
 	why := map[string]*atomic.Int64{"rate": new(atomic.Int64), "slack": new(atomic.Int64), "slots": new(atomic.Int64), "other": new(atomic.Int64)}
 	var pauseUntil atomic.Int64 // unix nanoseconds
@@ -261,6 +269,8 @@ hold:
 	}
 	tick.Stop()
 	holdEnd := time.Now()
+	pauses.stop()
+	r.LongestPause, r.FirstLoss, r.PauseBeforeLoss = pauses.longest, pauses.firstLoss, pauses.longestBeforeLoss
 	r.CPUClient = cpuTime() - cpu0
 	if e.ServerPID > 0 {
 		r.CPUServer = procCPU(e.ServerPID) - srv0

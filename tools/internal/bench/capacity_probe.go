@@ -215,3 +215,50 @@ func writeHeapProfile(path string) error {
 	}
 	return f.Close()
 }
+
+// pauseWatch follows a capacity run from its first acquisition to the end
+// of its hold: the longest delay of a 10 ms ticker in this process (how
+// long it went without the CPU; a pause longer than a lease's slack loses
+// locks that no scheduling can save), and when the first lock was lost,
+// with the longest delay seen until then. A run that loses locks can so be
+// told apart: this process paused, or admission took more than it could
+// renew.
+type pauseWatch struct {
+	done, stopped chan struct{}
+	once          sync.Once
+	// Written by the watch until stop returns.
+	longest, firstLoss, longestBeforeLoss time.Duration // firstLoss: since the start; 0: none
+}
+
+func watchPauses(c *dynamolock.Client, began time.Time) *pauseWatch {
+	w := &pauseWatch{done: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(w.stopped)
+		const tick = 10 * time.Millisecond
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-w.done:
+				return
+			case now := <-t.C:
+				now = time.Now() // when this goroutine ran, not when the tick was due
+				w.longest = max(w.longest, now.Sub(last)-tick)
+				last = now
+				if w.firstLoss == 0 && c.Stats().LocksLost > 0 {
+					w.firstLoss, w.longestBeforeLoss = now.Sub(began), w.longest
+				}
+			}
+		}
+	}()
+	return w
+}
+
+// stop ends the watch; its fields are final once it returns.
+func (w *pauseWatch) stop() {
+	w.once.Do(func() {
+		close(w.done)
+		<-w.stopped
+	})
+}

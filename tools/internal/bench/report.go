@@ -90,11 +90,12 @@ func (r *CapacityResult) Markdown(cmd string) string {
 	}
 	if unpaced := r.unpacedRuns(); len(unpaced) > 0 && r.Ceiling != nil {
 		b.w("**Refuse, never lose** (issue 24): each N asked unpaced (%d acquisitions in flight, `FailIfLocked`, no pause for the heartbeat backlog: admission control alone decides), held for the hold time. "+
+			"Longest pause: how long this process went without running a 10 ms ticker, from the first acquisition to the end of the hold (a pause longer than a lease's slack loses locks no scheduling can save). "+
 			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the higher ceiling measured above, in the same run. Target: 0 lost and held at end ≥ %.0f%% of the bound.",
 			unpaced[0].AcquireWorkers, 100*NeverLoseTarget)
 		b.w("")
-		b.w("| N asked | lost | refused (rate / slack / slots) | other errors | held at end | bound | held ÷ bound | asking took | max renewal gap |")
-		b.w("|---|---|---|---|---|---|---|---|---|")
+		b.w("| N asked | lost | refused (rate / slack / slots) | other errors | held at end | bound | held ÷ bound | asking took | max renewal gap | longest pause of this process |")
+		b.w("|---|---|---|---|---|---|---|---|---|---|")
 		for _, x := range unpaced {
 			bound := r.RunBound(x)
 			f := float64(x.HeldAtEnd) / bound
@@ -103,10 +104,14 @@ func (r *CapacityResult) Markdown(cmd string) string {
 			if n := x.RefusedWhy["other"]; n > 0 {
 				why += fmt.Sprintf(", %s other", commas(int64(n)))
 			}
-			b.w("| %s | %s | %s | %s | %s | %s | %.0f%% (%s) | %s | %s s |",
+			pause := x.LongestPause.Round(time.Millisecond).String()
+			if x.FirstLoss > 0 {
+				pause += fmt.Sprintf("; first loss at %s, after pauses of at most %s", x.FirstLoss.Round(100*time.Millisecond), x.PauseBeforeLoss.Round(time.Millisecond))
+			}
+			b.w("| %s | %s | %s | %s | %s | %s | %.0f%% (%s) | %s | %s s | %s |",
 				commas(int64(x.N)), boldIf(x.Lost > 0, commas(int64(x.Lost))), why, commas(int64(x.AcquireErrors-x.Refused)),
 				commas(int64(x.HeldAtEnd)), commas(int64(bound)), 100*f, metWord(x.Lost == 0 && f >= NeverLoseTarget),
-				x.AcquireTime.Round(100*time.Millisecond), secs(x.GapMax))
+				x.AcquireTime.Round(100*time.Millisecond), secs(x.GapMax), pause)
 		}
 		b.w("")
 	}
