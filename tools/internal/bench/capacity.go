@@ -76,8 +76,8 @@ type CapacityRun struct {
 	CPUServer              time.Duration // DynamoDB Local, when its pid is known
 	CloseTime              time.Duration // Close releasing all locks
 	LostInClose            int           // locks whose leases ran out during Close instead of being released
-	// LongestPause is the longest this process went without running a
-	// 10 ms ticker, from the first acquisition to the end of the hold;
+	// LongestPause is the longest delay of a 10 ms ticker in this process,
+	// from the first acquisition to the end of the hold;
 	// FirstLoss when the first lock was lost (since the first
 	// acquisition; 0: none), and PauseBeforeLoss the longest pause until
 	// then (see pauseWatch).
@@ -372,7 +372,7 @@ func (r *CapacityResult) Bound() float64 {
 	if r.Ceiling == nil || len(r.Runs) == 0 {
 		return 0
 	}
-	return r.Ceiling.PerSec() * r.Runs[0].Lease.Seconds()
+	return r.Ceiling.BoundPerSec() * r.Runs[0].Lease.Seconds()
 }
 
 // RunBound is issue 24's bound for x: min(N, raw ceiling × lease), the
@@ -381,7 +381,7 @@ func (r *CapacityResult) RunBound(x *CapacityRun) float64 {
 	if r.Ceiling == nil {
 		return 0
 	}
-	return min(float64(x.N), r.Ceiling.PerSec()*x.Lease.Seconds())
+	return min(float64(x.N), r.Ceiling.BoundPerSec()*x.Lease.Seconds())
 }
 
 // NeverLoseTarget is issue 24's target: with zero locks lost, hold at
@@ -399,12 +399,14 @@ func (r *CapacityResult) BoundFraction() (float64, bool) {
 
 // WithBoundPoint returns ns with, in order, the smallest multiple of 100 at
 // or above BoundTarget × the bound (ceiling × lease), so that the search
-// tries the N at which issue 15's capacity target is met.
+// tries the N at which issue 15's capacity target is met. It is chosen
+// before the runs, from the measure before them alone: when the one after
+// is higher, the report's bound is higher than the one this N aimed at.
 func WithBoundPoint(ns []int, c *CeilingResult, lease time.Duration) []int {
 	if c == nil {
 		return ns
 	}
-	n := int(math.Ceil(BoundTarget*c.PerSec()*lease.Seconds()/100)) * 100
+	n := int(math.Ceil(BoundTarget*c.BoundPerSec()*lease.Seconds()/100)) * 100
 	if n <= 0 || slices.Contains(ns, n) || !slices.IsSorted(ns) {
 		return ns
 	}

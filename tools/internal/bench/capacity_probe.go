@@ -217,12 +217,12 @@ func writeHeapProfile(path string) error {
 }
 
 // pauseWatch follows a capacity run from its first acquisition to the end
-// of its hold: the longest delay of a 10 ms ticker in this process (how
-// long it went without the CPU; a pause longer than a lease's slack loses
-// locks that no scheduling can save), and when the first lock was lost,
-// with the longest delay seen until then. A run that loses locks can so be
-// told apart: this process paused, or admission took more than it could
-// renew.
+// of its hold: the longest delay of a 10 ms ticker in this process (the
+// process went without the CPU, or its goroutines waited on the Go
+// scheduler; a pause longer than a lease's slack delays every heartbeat by
+// as much), and when the first lock was lost, with the longest delay seen
+// until then. A run that loses locks can so be told apart: this process
+// paused, or the backend renewed less than admission had taken.
 type pauseWatch struct {
 	done, stopped chan struct{}
 	once          sync.Once
@@ -242,13 +242,13 @@ func watchPauses(c *dynamolock.Client, began time.Time) *pauseWatch {
 			select {
 			case <-w.done:
 				return
-			case now := <-t.C:
-				now = time.Now() // when this goroutine ran, not when the tick was due
+			case <-t.C:
+				now := time.Now() // when this goroutine ran, not when the tick was due
 				w.longest = max(w.longest, now.Sub(last)-tick)
-				last = now
 				if w.firstLoss == 0 && c.Stats().LocksLost > 0 {
 					w.firstLoss, w.longestBeforeLoss = now.Sub(began), w.longest
 				}
+				last = time.Now() // after Stats: its wait is not this process's pause
 			}
 		}
 	}()

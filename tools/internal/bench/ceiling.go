@@ -23,8 +23,8 @@ type CeilingResult struct {
 	Errors    int
 	CPUClient time.Duration
 	CPUServer time.Duration
-	// WarmupPerSec is the rate of the untimed warm-up that ran just before
-	// (as long as the measure): a cold DynamoDB Local (a JVM that has not
+	// WarmupPerSec is the rate of the warm-up that ran just before, as long
+	// as the measure and not counted in it: a cold DynamoDB Local (a JVM that has not
 	// compiled its hot paths yet) writes at about half its warm rate, and a
 	// bound measured on it would be half the real one.
 	WarmupPerSec float64
@@ -34,14 +34,23 @@ type CeilingResult struct {
 	After *CeilingResult
 }
 
-// PerSec is the write rate the bound uses: the higher of the measure and
-// the one after the runs.
-func (c *CeilingResult) PerSec() float64 {
+// BoundPerSec is the write rate the bound uses: the higher of this measure
+// and the one after the runs, once that was taken.
+func (c *CeilingResult) BoundPerSec() float64 {
 	r := c.OwnPerSec()
 	if c.After != nil {
 		r = max(r, c.After.OwnPerSec())
 	}
 	return r
+}
+
+// BoundWhich says which measure BoundPerSec is, for the texts that print
+// it: "" with only the one before the runs.
+func (c *CeilingResult) BoundWhich() string {
+	if c.After == nil {
+		return ""
+	}
+	return " (the higher of the measures before and after the runs)"
 }
 
 // OwnPerSec is this measure's write rate alone.

@@ -135,9 +135,9 @@ func CostMarkdown(calls *CallsResult, capRes *CapacityResult) string {
 	w("- **Transactions.** TransactWriteItems takes at most 100 actions and 4 MB, and transactional writes cost 2 WRU per KB. A guarded write " +
 		"(design §6, a ConditionCheck on the lock item inside the caller's transaction) therefore uses one of the 100 actions and adds 2 WRU to that transaction.")
 	if capRes != nil && capRes.Ceiling != nil {
-		w("- **One client process.** §3: one client held %s locks at lease 3 s / heartbeat 1 s here; the limit was DynamoDB Local's write rate (%s writes/s), not the client. "+
+		w("- **One client process.** §3: one client held %s locks at lease 3 s / heartbeat 1 s here; the limit was DynamoDB Local's write rate (%s writes/s%s), not the client. "+
 			"Against DynamoDB the per-client limit is the heartbeat concurrency divided by the round trip (32 beats in flight at ~5 ms is ~6,400 beats/s).",
-			commas(int64(capRes.MaxHeld)), commas(int64(capRes.Ceiling.PerSec())))
+			commas(int64(capRes.MaxHeld)), commas(int64(capRes.Ceiling.BoundPerSec())), capRes.Ceiling.BoundWhich())
 	}
 	return b.String()
 }

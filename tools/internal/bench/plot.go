@@ -129,8 +129,12 @@ func capacityPlots(c *CapacityResult) (*plot.Plot, *plot.Plot, error) {
 		return nil, nil, err
 	}
 	if c.Ceiling != nil {
-		if err := addRef(rate, fmt.Sprintf("backend ceiling: %s raw writes/s", commas(int64(c.Ceiling.PerSec()))),
-			[]plotter.XY{{X: 0, Y: c.Ceiling.PerSec()}, {X: maxN, Y: c.Ceiling.PerSec()}}, color.Gray{Y: 100}, true); err != nil {
+		which := ""
+		if c.Ceiling.After != nil {
+			which = " (higher of before/after)"
+		}
+		if err := addRef(rate, fmt.Sprintf("backend ceiling: %s raw writes/s%s", commas(int64(c.Ceiling.BoundPerSec())), which),
+			[]plotter.XY{{X: 0, Y: c.Ceiling.BoundPerSec()}, {X: maxN, Y: c.Ceiling.BoundPerSec()}}, color.Gray{Y: 100}, true); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -83,18 +83,18 @@ func (r *CapacityResult) Markdown(cmd string) string {
 			b.w("DynamoDB Local used %.2f cores doing it, this process %.2f.", c.CPUServer.Seconds()/c.Duration.Seconds(), c.CPUClient.Seconds()/c.Duration.Seconds())
 		}
 		if a := c.After; a != nil {
-			b.w("The same measure after the runs: **%s writes/s** (%d errors). The bound below uses the higher, %s writes/s.",
-				commas(int64(a.OwnPerSec())), a.Errors, commas(int64(c.PerSec())))
+			b.w("The same measure after the runs: **%s writes/s** (%d errors; its warm-up ran %s/s). The bound below uses the higher, %s writes/s.",
+				commas(int64(a.OwnPerSec())), a.Errors, commas(int64(a.WarmupPerSec)), commas(int64(c.BoundPerSec())))
 		}
 		b.w("")
 	}
 	if unpaced := r.unpacedRuns(); len(unpaced) > 0 && r.Ceiling != nil {
 		b.w("**Refuse, never lose** (issue 24): each N asked unpaced (%d acquisitions in flight, `FailIfLocked`, no pause for the heartbeat backlog: admission control alone decides), held for the hold time. "+
-			"Longest pause: how long this process went without running a 10 ms ticker, from the first acquisition to the end of the hold (a pause longer than a lease's slack loses locks no scheduling can save). "+
-			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the higher ceiling measured above, in the same run. Target: 0 lost and held at end ≥ %.0f%% of the bound.",
-			unpaced[0].AcquireWorkers, 100*NeverLoseTarget)
+			"Longest pause: the longest delay of a 10 ms ticker in this process, from the first acquisition to the end of the hold (the process went without the CPU, or its goroutines waited on the Go scheduler: a pause longer than a lease's slack delays every heartbeat by as much). "+
+			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the ceiling measured above%s, in the same run. Target: 0 lost and held at end ≥ %.0f%% of the bound.",
+			unpaced[0].AcquireWorkers, r.Ceiling.BoundWhich(), 100*NeverLoseTarget)
 		b.w("")
-		b.w("| N asked | lost | refused (rate / slack / slots) | other errors | held at end | bound | held ÷ bound | asking took | max renewal gap | longest pause of this process |")
+		b.w("| N asked | lost | refused (rate / slack / slots) | other errors | held at end | bound | held ÷ bound | asking took | max renewal gap | longest pause |")
 		b.w("|---|---|---|---|---|---|---|---|---|---|")
 		for _, x := range unpaced {
 			bound := r.RunBound(x)
@@ -156,9 +156,9 @@ func (r *CapacityResult) Markdown(cmd string) string {
 			HeapPerLockTarget, strings.Join(heap, "; "))
 	}
 	if f, ok := r.BoundFraction(); ok {
-		b.w("Issue 15's capacity target, locks held with zero losses ÷ backend bound (ceiling × lease = %s × %s) ≥ %.0f%%: held %s = **%.0f%%** (%s). "+
+		b.w("Issue 15's capacity target, locks held with zero losses ÷ backend bound (ceiling × lease = %s × %s%s) ≥ %.0f%%: held %s = **%.0f%%** (%s). "+
 			"Held: the most locks one run held through the whole hold with zero losses, counting a run in which admission control refused some of its N (refusing rather than losing held locks is what it is for; the table's \"held at end\" column shows how many it held).",
-			commas(int64(r.Ceiling.PerSec())), r.Runs[0].Lease, 100*BoundTarget, commas(int64(r.Held)), 100*f, metWord(f >= BoundTarget))
+			commas(int64(r.Ceiling.BoundPerSec())), r.Runs[0].Lease, r.Ceiling.BoundWhich(), 100*BoundTarget, commas(int64(r.Held)), 100*f, metWord(f >= BoundTarget))
 	}
 	if len(r.Runs) > 0 {
 		var beats, calls uint64
