@@ -108,13 +108,7 @@ func TestUnpacedAskAtAMovingRateLosesNone(t *testing.T) {
 		if lost := c.Stats().LocksLost - st.LocksLost; lost != 0 {
 			t.Errorf("%d locks lost in Close", lost)
 		}
-		released := 0
-		for _, item := range ddb.Items("locks") {
-			if _, ok := item["isReleased"]; ok {
-				released++
-			}
-		}
-		if released != st.HeldLocks {
+		if released := releasedItems(ddb, "locks"); released != st.HeldLocks {
 			t.Errorf("Close released %d items, %d locks were held", released, st.HeldLocks)
 		}
 	})

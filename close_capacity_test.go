@@ -53,6 +53,17 @@ func (d *serialDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput,
 	return d.Conn.DeleteItem(ctx, in, o...)
 }
 
+// releasedItems counts the items of table that carry the released mark.
+func releasedItems(db *dynamolocktest.DB, table string) int {
+	n := 0
+	for _, item := range db.Items(table) {
+		if _, ok := item["isReleased"]; ok {
+			n++
+		}
+	}
+	return n
+}
+
 // Close of a client whose heartbeats use all of the backend's throughput
 // releases every lock before its lease ends. The ordering that broke it:
 // Close's releases and the scheduler's heartbeats shared the backend, the
@@ -95,13 +106,7 @@ func TestCloseAtCapacityLosesNoLock(t *testing.T) {
 		if lost := c.Stats().LocksLost; lost != 0 {
 			t.Fatalf("Close let %d of %d locks expire instead of releasing them", lost, n)
 		}
-		released := 0
-		for _, item := range ddb.Items("locks") {
-			if _, ok := item["isReleased"]; ok {
-				released++
-			}
-		}
-		if released != n {
+		if released := releasedItems(ddb, "locks"); released != n {
 			t.Fatalf("%d of %d items released", released, n)
 		}
 	})

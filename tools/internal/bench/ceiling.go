@@ -23,10 +23,10 @@ type CeilingResult struct {
 	Errors    int
 	CPUClient time.Duration
 	CPUServer time.Duration
-	// WarmupPerSec is the rate of the warm-up that ran just before, as long
-	// as the measure and not counted in it: a cold DynamoDB Local (a JVM that has not
-	// compiled its hot paths yet) writes at about half its warm rate, and a
-	// bound measured on it would be half the real one.
+	// WarmupPerSec is the rate of the warm-up that ran just before, as
+	// long as the measure and not counted in it: a cold DynamoDB Local (a
+	// JVM that has not compiled its hot paths yet) writes at about half its
+	// warm rate, and a bound measured on it would be half the real one.
 	WarmupPerSec float64
 	// After is the same measure taken again after the runs (nil: not
 	// taken). The bound uses the higher of the two, so that a backend that
