@@ -1,7 +1,7 @@
 // Command lockbench measures dynamolock against Amazon DynamoDB Local: calls
 // per operation, latency against the raw DynamoDB call, heartbeat capacity,
 // failover, same-process hand-over, contention, and the DynamoDB cost that
-// follows.
+// follows; and how steady the backend's own write rate is (steadiness).
 //
 // Usage:
 //
@@ -10,6 +10,7 @@
 //	lockbench latency [-samples 1000]
 //	lockbench writeparts [-samples 1000]
 //	lockbench capacity [-n 5000 | -search 1000,2500,5000] [-hold 30s] [-lease 3s] [-heartbeat 1s] [-concurrency 32] [-admission 0.8] [-refine] [-bound-point]
+//	lockbench steadiness [-ceiling-writers 32] [-warmup 60s] [-duration 120s]
 //	lockbench failover [-trials 8]
 //	lockbench handover [-trials 8] [-waiters 4] [-refresh 1s,10s]
 //	lockbench contention [-modes default] [-contenders 2,8,32] [-goroutines 1] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
@@ -53,8 +54,16 @@ func main() {
 	}
 }
 
+// setFlag reports whether the command line set the flag named name (-hold
+// 0s holds for no time, where an unset -hold takes the command's default).
+func setFlag(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|writeparts|capacity|failover|handover|contention [flags]; lockbench CMD -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|writeparts|capacity|steadiness|failover|handover|contention [flags]; lockbench CMD -h for flags")
 	os.Exit(2)
 }
 
@@ -77,7 +86,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		admission  = fs.Float64("admission", 0, "capacity: WithHeartbeatAdmission (0: the default, 0.8)")
 		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks")
 		unpaced    = fs.Bool("unpaced", false, "capacity: ask for the N locks without pausing for the heartbeat backlog (admission control alone decides); every N of -search runs")
-		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate before and after the runs (0: skip)")
+		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate before and after the runs (0: skip); steadiness: writers")
 		trials     = fs.Int("trials", 8, "failover: trials per scenario; handover: clients side by side per refresh period")
 		waiters    = fs.Int("waiters", bench.DefaultHandover().Waiters, "handover: goroutines of one client waiting for the key")
 		modes      = fs.String("modes", modeNames(), "contention: AcquireLock modes to run, each beside the others (this build has: "+modeNames()+")")
@@ -85,7 +94,8 @@ func run(ctx context.Context, cmd string, args []string) error {
 		goroutines = fs.Int("goroutines", 1, "contention: goroutines per client, each looping on the key (the issue's setting: -contenders 2 -goroutines 8 -hold 0s)")
 		refresh    = fs.String("refresh", "", "contention: WithRefreshPeriod (default 1s); handover: comma-separated periods (default 1s,10s)")
 		pause      = fs.Duration("pause", 0, "contention: pause between a release and the next attempt")
-		duration   = fs.Duration("duration", 10*time.Second, "contention: length of each run")
+		duration   = fs.Duration("duration", 10*time.Second, "contention: length of each run; steadiness: seconds counted (default 120s)")
+		warmup     = fs.Duration("warmup", 60*time.Second, "steadiness: writing before the count starts (a fresh DynamoDB Local takes about a minute to warm)")
 		idle       = fs.Int("idle-conns", bench.DefaultIdleConns, "SDK HTTP MaxIdleConnsPerHost (0: the SDK default, 10)")
 		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of this process to `file`")
 		trace      = fs.Bool("trace", false, "capacity: print the client's Stats every 250 ms to stderr")
@@ -95,7 +105,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		return err
 	}
 	switch cmd {
-	case "all", "calls", "latency", "writeparts", "capacity", "failover", "handover", "contention":
+	case "all", "calls", "latency", "writeparts", "capacity", "steadiness", "failover", "handover", "contention":
 	default:
 		usage()
 	}
@@ -223,6 +233,16 @@ func run(ctx context.Context, cmd string, args []string) error {
 		}
 		r.Ceiling = c
 		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench capacity"}, args...), " ")))
+	case "steadiness":
+		d := *duration
+		if !setFlag(fs, "duration") {
+			d = 120 * time.Second
+		}
+		r, err := bench.MeasureSteadiness(ctx, e, *ceiling, *warmup, d)
+		if err != nil {
+			return err
+		}
+		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench steadiness"}, args...), " ")))
 	case "failover":
 		r, err := bench.MeasureFailover(ctx, e, *trials)
 		if err != nil {
@@ -255,7 +275,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		h := *hold
-		if !holdSet(fs) {
+		if !setFlag(fs, "hold") {
 			h = 10 * time.Millisecond
 		}
 		rf := time.Second
@@ -279,13 +299,6 @@ func run(ctx context.Context, cmd string, args []string) error {
 		fmt.Println(bench.ContentionMarkdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench contention"}, args...), " "), runs))
 	}
 	return nil
-}
-
-// holdSet reports whether -hold was given (-hold 0s holds for no time).
-func holdSet(fs *flag.FlagSet) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "hold" })
-	return set
 }
 
 // modeNames lists the contention modes of this build.

@@ -60,29 +60,16 @@ func (c *CeilingResult) OwnPerSec() float64 { return float64(c.Writes) / c.Durat
 // own with conditional UpdateItems, as heartbeats do, for d after a
 // warm-up of d.
 func MeasureCeiling(ctx context.Context, e *Env, writers int, d time.Duration) (*CeilingResult, error) {
-	table, drop, err := e.NewTable(ctx, "ceiling")
+	db, table, drop, err := rawItems(ctx, e, "ceiling", writers)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	db, err := e.NewDB(ctx)
+	warm, err := ceilingWrites(ctx, e, db, table, writers, d)
 	if err != nil {
 		return nil, err
 	}
-	const owner = "lockbench-ceiling"
-	// Warm up: create every item once.
-	for w := range writers {
-		for j := range 64 {
-			if _, err := db.UpdateItem(ctx, rawWrite(table, fmt.Sprintf("c-%d-%d", w, j), owner)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	warm, err := ceilingWrites(ctx, e, db, table, owner, writers, d)
-	if err != nil {
-		return nil, err
-	}
-	r, err := ceilingWrites(ctx, e, db, table, owner, writers, d)
+	r, err := ceilingWrites(ctx, e, db, table, writers, d)
 	if err != nil {
 		return nil, err
 	}
@@ -90,43 +77,89 @@ func MeasureCeiling(ctx context.Context, e *Env, writers int, d time.Duration) (
 	return r, nil
 }
 
-// ceilingWrites is one run of MeasureCeiling's writers for d.
-func ceilingWrites(ctx context.Context, e *Env, db *dynamodb.Client, table, owner string, writers int, d time.Duration) (*CeilingResult, error) {
-	var writes, errs atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	cpu0, srv0 := cpuTime(), procCPU(e.ServerPID)
-	start := time.Now()
+// rawOwner owns the items of the raw writers (MeasureCeiling,
+// MeasureSteadiness).
+const rawOwner = "lockbench-raw"
+
+// rawItems creates a fresh table with 64 items for each of writers raw
+// writers (see startRawWriters), and returns a client for it and a
+// function that deletes it.
+func rawItems(ctx context.Context, e *Env, prefix string, writers int) (*dynamodb.Client, string, func(), error) {
+	table, drop, err := e.NewTable(ctx, prefix)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	db, err := e.NewDB(ctx)
+	if err != nil {
+		drop()
+		return nil, "", nil, err
+	}
 	for w := range writers {
-		wg.Go(func() {
+		for j := range 64 {
+			if _, err := db.UpdateItem(ctx, rawWrite(table, rawKey(w, j), rawOwner)); err != nil {
+				drop()
+				return nil, "", nil, err
+			}
+		}
+	}
+	return db, table, drop, nil
+}
+
+func rawKey(w, j int) string { return fmt.Sprintf("c-%d-%d", w, j%64) }
+
+// rawWriters are goroutines renewing rawItems' items with heartbeat-shaped
+// conditional UpdateItems as fast as DynamoDB answers, counting the writes
+// that succeeded and failed, until stop.
+type rawWriters struct {
+	writes, errs atomic.Int64
+	done         chan struct{}
+	wg           sync.WaitGroup
+}
+
+func startRawWriters(ctx context.Context, db *dynamodb.Client, table string, writers int) *rawWriters {
+	r := &rawWriters{done: make(chan struct{})}
+	for w := range writers {
+		r.wg.Go(func() {
 			for j := 0; ; j++ {
 				select {
-				case <-stop:
+				case <-r.done:
 					return
 				default:
 				}
-				_, err := db.UpdateItem(ctx, heartbeatLikeWrite(table, fmt.Sprintf("c-%d-%d", w, j%64), owner))
-				if err != nil {
+				if _, err := db.UpdateItem(ctx, heartbeatLikeWrite(table, rawKey(w, j), rawOwner)); err != nil {
 					if ctx.Err() != nil {
 						return
 					}
-					errs.Add(1)
+					r.errs.Add(1)
 					continue
 				}
-				writes.Add(1)
+				r.writes.Add(1)
 			}
 		})
 	}
+	return r
+}
+
+// stop ends the writers and waits for them.
+func (r *rawWriters) stop() {
+	close(r.done)
+	r.wg.Wait()
+}
+
+// ceilingWrites is one run of MeasureCeiling's writers for d.
+func ceilingWrites(ctx context.Context, e *Env, db *dynamodb.Client, table string, writers int, d time.Duration) (*CeilingResult, error) {
+	cpu0, srv0 := cpuTime(), procCPU(e.ServerPID)
+	start := time.Now()
+	rw := startRawWriters(ctx, db, table, writers)
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
-	close(stop)
-	wg.Wait()
+	rw.stop()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r := &CeilingResult{Writers: writers, Duration: time.Since(start), Writes: int(writes.Load()), Errors: int(errs.Load())}
+	r := &CeilingResult{Writers: writers, Duration: time.Since(start), Writes: int(rw.writes.Load()), Errors: int(rw.errs.Load())}
 	r.CPUClient = cpuTime() - cpu0
 	if e.ServerPID > 0 {
 		r.CPUServer = procCPU(e.ServerPID) - srv0
