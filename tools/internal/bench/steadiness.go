@@ -10,9 +10,12 @@ import (
 
 // SteadinessResult is the backend's raw write rate second by second under a
 // constant load: how far it moves on its own, with no lock client beside it.
-// A lease lock survives while the renewals made over about one lease cover
-// the locks held, so the slowest lease-long window is what a client can hold
-// without loss, whatever it measured before.
+// A lease lock survives only while the renewals made over about one lease
+// cover the locks held, so the slowest lease-long window's rate × lease
+// bounds what a client can hold without loss, whatever it measured before
+// (an upper bound: jitter within the lease costs more). The counts are
+// taken on a 1 s ticker, in this process, whose own pauses are not
+// separated out: short windows can read wider than the backend is.
 type SteadinessResult struct {
 	Writers   int
 	WarmupFor time.Duration
