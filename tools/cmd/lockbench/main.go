@@ -54,8 +54,9 @@ func main() {
 	}
 }
 
-// setFlag reports whether the command line set the flag named name (-hold
-// 0s holds for no time, where an unset -hold takes the command's default).
+// setFlag reports whether the command line set the flag named name, for
+// flags whose default depends on the command (-hold, -duration), and where
+// a zero value given means zero (-hold 0s holds for no time).
 func setFlag(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
@@ -237,6 +238,9 @@ func run(ctx context.Context, cmd string, args []string) error {
 		d := *duration
 		if !setFlag(fs, "duration") {
 			d = 120 * time.Second
+		}
+		if *ceiling <= 0 || d < time.Second {
+			return fmt.Errorf("steadiness: -ceiling-writers must be at least 1 and -duration at least 1s, have %d and %s", *ceiling, d)
 		}
 		r, err := bench.MeasureSteadiness(ctx, e, *ceiling, *warmup, d)
 		if err != nil {
