@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -186,5 +187,120 @@ func TestEveryExportedNameIsShownOrJustified(t *testing.T) {
 		if !exported[name] {
 			t.Errorf("docs/API.md justifies %s, which the package no longer exports: remove the row", name)
 		}
+	}
+}
+
+// javaClientNames are Amazon's Java client's names that the docs of the
+// options ported from it cite; they are also unexported identifiers here.
+var javaClientNames = map[string]bool{"bestEffort": true, "leaseDurationToEnsure": true}
+
+// Issue 40: exported docs are read by users, who cannot see the package's
+// unexported identifiers nor import its internal packages: no exported doc
+// names either. A word counts as an identifier's name when it is written
+// as code is (camelCase, or with a digit or an underscore) or as a doc
+// link; the parameters of the function documented, the item's attribute
+// names and the log keys (string values of the package) and the Java
+// client's names are words of the contract, not identifiers.
+func TestGoDocNamesNoUnexportedIdentifier(t *testing.T) {
+	names, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	unexported, literal := map[string]bool{}, map[string]bool{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		ast.Inspect(f, func(n ast.Node) bool {
+			var ids []*ast.Ident
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				ids = append(ids, n.Name)
+			case *ast.TypeSpec:
+				ids = append(ids, n.Name)
+			case *ast.ValueSpec:
+				ids = append(ids, n.Names...)
+			case *ast.Field:
+				ids = append(ids, n.Names...)
+			case *ast.BasicLit:
+				if n.Kind == token.STRING {
+					if s, err := strconv.Unquote(n.Value); err == nil {
+						literal[s] = true
+					}
+				}
+			}
+			for _, id := range ids {
+				if !id.IsExported() && id.Name != "_" {
+					unexported[id.Name] = true
+				}
+			}
+			return true
+		})
+	}
+
+	p := packageDoc(t)
+	word := regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	link := regexp.MustCompile(`\[\*?(?:[A-Za-z_]\w*\.)?([a-z_]\w*)\]`)
+	internal := regexp.MustCompile(`\binternal/\w+`)
+	codeLike := regexp.MustCompile(`^.+[A-Z0-9_]`)
+	check := func(what, text string, params map[string]bool) {
+		for _, w := range word.FindAllString(text, -1) {
+			if unexported[w] && codeLike.MatchString(w) && !params[w] && !literal[w] && !javaClientNames[w] {
+				t.Errorf("the doc of %s names %s, an unexported identifier", what, w)
+			}
+		}
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			if unexported[m[1]] && !params[m[1]] {
+				t.Errorf("the doc of %s links %s, an unexported identifier", what, m[0])
+			}
+		}
+		if m := internal.FindString(text); m != "" {
+			t.Errorf("the doc of %s names %s, an internal package", what, m)
+		}
+	}
+	// inner checks the comments inside a declaration that `go doc` shows:
+	// those of grouped constants and variables and of exported fields.
+	inner := func(what string, decl ast.Node) {
+		ast.Inspect(decl, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CommentGroup); ok {
+				check(what, c.Text(), nil)
+			}
+			return true
+		})
+	}
+	funcParams := func(f *doc.Func) map[string]bool {
+		params := map[string]bool{}
+		for _, fl := range []*ast.FieldList{f.Decl.Recv, f.Decl.Type.Params, f.Decl.Type.Results} {
+			if fl == nil {
+				continue
+			}
+			for _, field := range fl.List {
+				for _, n := range field.Names {
+					params[n.Name] = true
+				}
+			}
+		}
+		return params
+	}
+	check("the package", p.Doc, nil)
+	values := append(p.Consts, p.Vars...)
+	for _, ty := range p.Types {
+		check(ty.Name, ty.Doc, nil)
+		inner(ty.Name, ty.Decl)
+		values = append(values, append(ty.Consts, ty.Vars...)...)
+		for _, f := range ty.Funcs {
+			check(f.Name, f.Doc, funcParams(f))
+		}
+		for _, m := range ty.Methods {
+			check(ty.Name+"."+m.Name, m.Doc, funcParams(m))
+		}
+	}
+	for _, v := range values {
+		check(strings.Join(v.Names, ", "), v.Doc, nil)
+		inner(strings.Join(v.Names, ", "), v.Decl)
+	}
+	for _, f := range p.Funcs {
+		check(f.Name, f.Doc, funcParams(f))
 	}
 }

@@ -84,11 +84,10 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // not apply either, whatever the reasons say) stops counting at once; one
 // whose answer was lost counts until a later renewal of the lock lands.
 // (The SDK sends one ClientRequestToken with all its attempts of a call,
-// so a cancellation answers for the earlier attempts too.) While
-// maxRefreshesInDoubt (64) refreshes or more are in doubt, it builds none:
-// it returns a zero TransactWriteItem, which DynamoDB rejects, and the
-// function's error matches [ErrWritesInDoubt]; the next heartbeat that
-// lands clears them.
+// so a cancellation answers for the earlier attempts too.) While 64
+// refreshes or more of the lock are in doubt, it builds none: it returns a
+// zero TransactWriteItem, which DynamoDB rejects, and the function's error
+// matches [ErrWritesInDoubt]; the next heartbeat that lands clears them.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
 	if l == nil || l.client == nil || l.kind == lockView || l.reader {
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
@@ -156,7 +155,8 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 
 // maxRefreshesInDoubt bounds the guarded refreshes whose outcome is not
 // known: beyond it TransactionWithRefresh builds none, leaving room in a
-// condition's IN (maxINOperands) for heartbeats.
+// condition's IN (maxINOperands) for heartbeats. TransactionWithRefresh's
+// doc states its value.
 const maxRefreshesInDoubt = 64
 
 // mayBeCancelledHere reports whether one of the cancellation reasons could
