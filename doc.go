@@ -1,26 +1,61 @@
-// Package dynamolock implements distributed locks on Amazon DynamoDB: a Go
-// port of Amazon's dynamodb-lock-client with the API of dynamolock v2.
+// Package dynamolock implements distributed locks on Amazon DynamoDB, with
+// the API of dynamolock v2 and the item format of Amazon's Java
+// dynamodb-lock-client. A lock is a lease on an item of a DynamoDB table:
+// the client renews it in the background and tells you when it is lost.
 //
-// A [Client] acquires a lock by writing an item keyed by the lock's name
-// into a DynamoDB table with a conditional write, renews it with background
-// heartbeats, and releases it with another conditional write. Acquiring a
-// free lock costs one DynamoDB call; so do a heartbeat and a release.
+// Three jobs, and the call for each:
 //
-// # The names to start with
+//   - One leader among daemons: [Election.Campaign] returns once this
+//     process leads, and the lock it returns says when leadership ends.
+//   - A worker's lock on one key, so that one host at a time works on
+//     customer 42: [Client.Do] runs a function while holding the key.
+//   - A read/write lock: [RWLock.RLock] for one of many readers,
+//     [RWLock.Lock] for the only writer.
 //
-//   - [New] makes a client for one table
-//     ([Client.CreateTableIfNotExists] makes the table unless it
-//     exists, and checks its key schema if it does).
+// Most programs need three calls: [New], [Client.CreateTableIfNotExists]
+// at start, and one of the three above. A worker, given an aws.Config:
+//
+//	c, err := dynamolock.New(dynamodb.NewFromConfig(cfg), "locks")
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//	if _, err := c.CreateTableIfNotExists(ctx); err != nil {
+//		return err
+//	}
+//	return c.Do(ctx, "customer-42", func(ctx context.Context, lock *dynamolock.Lock) error {
+//		// Work on customer 42. ctx is cancelled the moment the lock is
+//		// lost; pass the fencing token to the stores you write to.
+//		return process(ctx, "customer-42", lock.FencingToken())
+//	})
+//
+// Do waits while another process holds the key, for as long as ctx allows;
+// it releases the key when the function returns. [Client.Close] releases
+// whatever the client still holds. Before relying on a lock, read what it
+// guarantees and what it does not, below; every option is listed there
+// under the call it applies to.
+//
+// # A leader and a read/write lock
+//
+// [Client.NewElection] names an election; [Election.Campaign] waits until
+// this client leads and returns the leadership as a held [Lock], whose
+// [Lock.Done] closes when it ends. [Election.Leader] and [Election.Observe]
+// read who leads; [Election.Resign] steps down. [Client.NewRWLock] names a
+// read/write lock: never a writer with anyone else, and a waiting writer
+// is not starved by readers that come after it.
+//
+// # Holding a lock yourself
+//
 //   - [Client.AcquireLockWithContext] acquires a key, waiting for a live
-//     holder and taking over a dead one; [Client.Do] runs a function while
-//     holding one.
+//     holder and taking over a dead one; [Client.ReleaseLockWithContext]
+//     releases it.
 //   - [Lock.Done] and [Lock.Err] tell when and why a held lock was lost.
 //   - [Lock.FencingToken] and [Lock.TransactionCondition] make writes safe
 //     even after a loss the holder has not noticed yet.
-//   - [Client.ReleaseLockWithContext] releases a lock; [Client.Close]
-//     releases every lock of the client and stops its goroutines.
+//   - [Client.AcquireLocks] takes several keys at once or none;
+//     [Client.NewSemaphore] lets up to size holders in.
 //
-// Everything else is there for what it is:
+// # The rest of the API
 //
 //   - dynamolock v2's API, kept so that v2 programs compile unchanged: the
 //     forms without a context ([Client.AcquireLock], [Client.ReleaseLock],
@@ -38,8 +73,7 @@
 //     ([WithTTLAttribute]), listings ([Client.AllLocks],
 //     [Client.LocksByPartitionKey]), per-lock leases ([WithLockLease]),
 //     first-come-first-served waiting across processes ([WithFairness]),
-//     and the recipes: [Client.NewElection], [Client.AcquireLocks],
-//     [Client.NewSemaphore], [Client.NewRWLock].
+//     and client figures ([Client.Stats], [WithMeterProvider]).
 //
 // # Options, by where they apply
 //
@@ -56,10 +90,9 @@
 //     tables ([WithSingleWriterRegion]); logs and metrics ([WithSlog],
 //     [WithLogger], [WithContextLogger], [WithMeterProvider]).
 //   - Acquisition, given to [Client.AcquireLockWithContext], [Client.Do],
-//     [Client.AcquireLocks], [Semaphore.Acquire], [RWLock.RLock] and
-//     [RWLock.Lock]
-//     ([AcquireLockOption]): how to wait ([FailIfLocked],
-//     [WithRefreshPeriod], [WithRefreshJitter],
+//     [Client.AcquireLocks], [Semaphore.Acquire], [Election.Campaign],
+//     [RWLock.RLock] and [RWLock.Lock] ([AcquireLockOption]): how to wait
+//     ([FailIfLocked], [WithRefreshPeriod], [WithRefreshJitter],
 //     [WithAdditionalTimeToWaitForLock], [WithFairness]); which lock
 //     ([WithSortKeyValue], [WithReentrant],
 //     [WithAcquireOnlyIfLockAlreadyExists]); this lock's lease
@@ -139,12 +172,9 @@
 // ([WithSingleWriterRegion]); tables with multi-Region strong consistency
 // are accepted.
 //
-// # Assumptions, and the margins found for them
+// # Assumptions
 //
-// The lease is safe under the assumptions below. The package's
-// deterministic simulation gives every simulated client its own clock and
-// searches each assumption within and beyond it; the figures are its own
-// (requests of 0.5 to 5 ms each way, leases of 1 to about 13 s):
+// The lease is safe under these assumptions:
 //
 //   - Clock rate. Any two hosts' clocks run at nearly the same rate over one
 //     lease. The holder counts its lease from before the write that set the
@@ -155,39 +185,30 @@
 //     times the lease on it; once that exceeds the slack, it can take the
 //     lock over while the holder, paused or cut off, still believes it
 //     holds it. Keep e times the lease below one round trip: with 10 ms
-//     round trips and a 10 s lease, e below 0.1%. The simulation found two
-//     holders at once in 4 of 1,000 runs with rates spread over 1%, the
-//     closest pair 0.37% apart (a 5 s lease: 19 ms gained against a few
-//     milliseconds of slack), and in 1 of 1,000 runs with rates spread over
-//     0.3%, the pair 0.12% apart (a heartbeat that ensured an 8.8 s lease:
-//     10 ms gained against a few milliseconds of slack). It now keeps e times the
-//     longest lease below 1 ms, and found no violation in 1,000 runs so
-//     (SDK-attempt faults, skew bounds and pauses among them). Clocks kept by NTP
-//     differ by parts per million.
+//     round trips and a 10 s lease, e below 0.1%. Clocks kept by NTP
+//     differ in rate by parts per million.
 //   - Wall-clock skew, only with [WithClockSkewBound]: every host's wall
-//     clock stays within the bound of every other's. Within it the
-//     simulation found no violation in 3,000 runs (a third of them with
-//     skew bounds; rates spread over 0.3%, before the bound above; pauses); a host whose clock runs ahead of the
-//     holder's by more than the bound plus the time left in the holder's
-//     stored expiry takes the live lock over (found in 180 of 200 runs).
+//     clock stays within the bound of every other's. A host whose clock runs
+//     ahead of the holder's by more than the bound plus the time left in
+//     the holder's stored expiry can take the live lock over.
 //   - Process pauses. Writes fenced by the lock
 //     ([Lock.TransactionCondition], [Lock.TransactionWithRefresh], or a
-//     store that checks [Lock.FencingToken]) are safe across pauses: in
-//     those 3,000 runs the simulation paused holders for up to three
-//     leases, also between building such a write and sending it, and found
-//     no violation. A holder that checks its lock,
-//     pauses past its lease, then writes without fencing overwrites the next
-//     holder's work: found in 89 of 200 runs.
+//     store that checks [Lock.FencingToken]) are safe across pauses of any
+//     length. A holder that checks its lock, pauses past its lease, then
+//     writes without fencing overwrites the next holder's work.
+//
+// The package's deterministic simulation gives every simulated client its
+// own clock and searches each assumption, within it and beyond it;
+// docs/SIMULATION.md in the module's source has what it found.
 //
 // # Owner names
 //
 // Every lock item records its holder's owner name. The default, as in
-// Amazon's Java client, is the host name followed directly by a random UUID
-// ("web-1f3b0c2e4-...", no separator), unique per [Client]. To make items
-// and logs easier to read, set one with [WithOwnerName]; keep it unique per
-// client (two clients sharing an owner name can renew and release each
-// other's locks). With one client per process, the program's name, the host
-// and the process id will do:
+// Amazon's Java client, is made of the host name and a random UUID, unique
+// per [Client]. To make items and logs easier to read, set one with
+// [WithOwnerName]; keep it unique per client (two clients sharing an owner
+// name can renew and release each other's locks). With one client per
+// process, the program's name, the host and the process id will do:
 //
 //	host, _ := os.Hostname()
 //	c, err := dynamolock.New(db, "locks",
@@ -201,5 +222,7 @@
 // Acquiring a free or released lock: one UpdateItem. Waiting for a held
 // lock: one consistent GetItem per refresh period. A heartbeat: one
 // UpdateItem per lock per heartbeat period. A release: one UpdateItem (or
-// DeleteItem). Reading a lock not held by this client: one GetItem.
+// DeleteItem). Reading a lock not held by this client: one GetItem. Once
+// per client, before its first write: one DescribeTable (the global-table
+// check above).
 package dynamolock

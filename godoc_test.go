@@ -3,6 +3,7 @@ package dynamolock_test
 import (
 	"go/ast"
 	"go/doc"
+	"go/doc/comment"
 	"go/parser"
 	"go/token"
 	"os"
@@ -188,6 +189,98 @@ func TestEveryExportedNameIsShownOrJustified(t *testing.T) {
 			t.Errorf("docs/API.md justifies %s, which the package no longer exports: remove the row", name)
 		}
 	}
+}
+
+// docRendered renders doc text as `go doc` prints a package's doc: its
+// text flush left, its code blocks indented by four spaces.
+func docRendered(p *doc.Package, d *comment.Doc) string {
+	pr := p.Printer()
+	pr.TextCodePrefix = "    "
+	return string(pr.Text(d))
+}
+
+// Issue 40: the way in is short. The first screen of `go doc` (about 40
+// lines, the package clause's two included) shows the three jobs with the
+// call for each, the three calls most programs need, and a complete
+// example, which is the region of doc_example_test.go that Example_worker
+// runs against DynamoDB Local.
+func TestPackageDocExampleIsRun(t *testing.T) {
+	p := packageDoc(t)
+	d := p.Parser().Parse(p.Doc)
+	first := -1
+	for i, b := range d.Content {
+		if _, ok := b.(*comment.Code); ok {
+			first = i
+			break
+		}
+	}
+	require.GreaterOrEqual(t, first, 0, "the package doc has an example")
+
+	src, err := os.ReadFile("doc_example_test.go")
+	require.NoError(t, err)
+	var region string
+	for _, m := range snippetRegion.FindAllStringSubmatch(string(src), -1) {
+		if m[1] == "package-doc" {
+			region = dedent(m[2])
+		}
+	}
+	require.NotEmpty(t, region, "doc_example_test.go has the region package-doc")
+	assert.Equal(t, region, d.Content[first].(*comment.Code).Text,
+		"the package doc's first code block is the region package-doc of doc_example_test.go, which Example_worker runs")
+
+	upTo := &comment.Doc{Content: d.Content[:first+1], Links: d.Links}
+	screen := "package dynamolock // import \"github.com/arielsrv/dynamolock/v2\"\n\n" + docRendered(p, upTo)
+	lines := strings.Count(screen, "\n")
+	t.Logf("go doc: %d lines up to the end of the package doc's first example", lines)
+	assert.LessOrEqual(t, lines, 40, "the package doc's example ends within the first screen of go doc:\n%s", screen)
+	for _, name := range []string{
+		"[Election.Campaign]", "[Client.Do]", "[RWLock.RLock]", "[RWLock.Lock]", // the three jobs
+		"[New]", "[Client.CreateTableIfNotExists]", // with Do, the calls most programs need
+	} {
+		assert.Contains(t, strings.Join(blockTexts(d.Content[:first]), "\n"), name, "the first screen names %s", name)
+	}
+}
+
+// blockTexts returns the text of blocks, each doc link written as in the
+// source: [Name] or [Recv.Name].
+func blockTexts(blocks []comment.Block) []string {
+	var out []string
+	var text func(ts []comment.Text) string
+	text = func(ts []comment.Text) string {
+		var b strings.Builder
+		for _, x := range ts {
+			switch x := x.(type) {
+			case comment.Plain:
+				b.WriteString(string(x))
+			case comment.Italic:
+				b.WriteString(string(x))
+			case *comment.DocLink:
+				b.WriteString("[")
+				if x.Recv != "" {
+					b.WriteString(x.Recv + ".")
+				}
+				b.WriteString(x.Name + "]")
+			case *comment.Link:
+				b.WriteString(text(x.Text))
+			}
+		}
+		return b.String()
+	}
+	for _, bl := range blocks {
+		switch bl := bl.(type) {
+		case *comment.Paragraph:
+			out = append(out, text(bl.Text))
+		case *comment.Heading:
+			out = append(out, text(bl.Text))
+		case *comment.List:
+			for _, it := range bl.Items {
+				out = append(out, blockTexts(it.Content)...)
+			}
+		case *comment.Code:
+			out = append(out, bl.Text)
+		}
+	}
+	return out
 }
 
 // javaClientNames are Amazon's Java client's names that the docs of the
