@@ -107,59 +107,26 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 	return func(c *Client) { c.cfg.heartbeatConcurrency = n }
 }
 
-// WithHeartbeatAdmission sets admission control: an acquisition waits
-// before its first DynamoDB call while the held locks, with it, would need
-// more than fraction of the renewals per second the client can send. A
-// lock needs at least one renewal per lease. The client measures what it
-// can send as the lowest rate of successful heartbeats in the half-second
-// windows of the last 10 s in which every heartbeat worker stayed busy (a
-// lock admitted at the average rate would be lost in the next dip longer
-// than its lease's slack); before the first such window,
-// [WithHeartbeatConcurrency] divided by the moving average of a
-// heartbeat's round trip (Little's law). When no window was saturated for
-// 3 s, the workers kept up with every beat asked of them: the old rate
-// then rises by a quarter every half second (up to that second estimate),
-// and the next saturated window replaces it. So a short slowdown does not
-// keep admission shut once beats are fast again, and a refusal rests on a
-// rate measured, or re-examined, in the last few seconds. The rate rises
-// step by step rather than at once because a burst can leave a worker
-// free for a moment while DynamoDB is saturated. Little's law is
-// optimistic when DynamoDB rather than the workers is the bottleneck, but
-// it does not bind then: the held locks need a renewal per lease and get
-// one per heartbeat period (at least twice as often), so the workers
-// saturate, and a rate is measured, before the demand nears it.
-// Nothing is measured before the first heartbeat, and no acquisition waits
-// for the rate until then.
+// WithHeartbeatAdmission sets admission control, which keeps a client from
+// taking more locks than it can renew: a new acquisition waits, before its
+// first DynamoDB call, while the held locks and it would need more than
+// fraction of the renewals per second the client has measured its
+// heartbeats can make (a lock needs one per lease), or while the heartbeat
+// that has waited longest for a worker has less than a tenth of its lease
+// left; bursts of acquisitions are also let go a few at a time. The wait
+// counts against the acquisition's own bounds: it ends with its context,
+// and after its lease plus [WithAdditionalTimeToWaitForLock] from its
+// start, where that bound applies, it fails with a *[LockNotGrantedError]
+// matching [ErrHeartbeatCapacity]. [Stats] counts the acquisitions that
+// waited. It applies to every acquisition but a reentrant one of a lock
+// already held; without background heartbeats it does nothing, and no
+// acquisition waits for the rate before a first heartbeat measured it.
+// Held locks can still be lost when DynamoDB, after granting them, gets
+// slower than the margin allows. docs/HEARTBEATS.md in the module's source
+// says how the rate is measured and how the default was chosen.
 //
-// Three more rules keep what was admitted renewable. An admitted
-// acquisition counts in the demand at once, before its lock is held, so
-// that many acquisitions at once cannot all pass one look at the load. At
-// most a quarter of [WithHeartbeatConcurrency] acquisitions (at least one)
-// are let go at a time (each for up to a few heartbeat round trips; one
-// that finds none free at the end of its wait, with the renewals there,
-// goes then, as many at once as there are slots), so that their writes
-// cannot fill DynamoDB's queue ahead of the heartbeats;
-// the rate the heartbeats measure is what the acquisitions' writes and
-// retries leave them. And an acquisition also waits while the heartbeat
-// that has waited longest for a worker has less than 10% of its lease
-// left, whatever the rate says. Without admission control, a client asked
-// to hold more locks than it can renew loses held locks instead, and not
-// only the excess. With it, held locks can still be lost when DynamoDB
-// gets slower than the margin allows after they were granted.
-//
-// The wait counts against the acquisition's own bounds: its context, and
-// its lease plus [WithAdditionalTimeToWaitForLock] from its start; when
-// that runs out it fails with a *[LockNotGrantedError] matching
-// [ErrHeartbeatCapacity]. It applies to [Client.AcquireLock] (with
-// [FailIfLocked] too), [Client.AcquireLocks] and [Client.Do], not to
-// reentrant acquisitions of a lock already held; [Stats] counts the
-// acquisitions that waited. Without background heartbeats it does nothing.
-//
-// Default: [DefaultHeartbeatAdmission] (0.8): against DynamoDB Local on a
-// shared 2-core machine, holding locks at 73-79% of the measured rate lost
-// none, at 89-92% a few percent (lockbench capacity), since the rate varies
-// from second to second. fraction must lie in (0, 1]; 0 turns admission
-// control off.
+// Default: [DefaultHeartbeatAdmission] (0.8). fraction must lie between 0
+// and 1; 0 turns admission control off.
 func WithHeartbeatAdmission(fraction float64) ClientOption {
 	return func(c *Client) { c.cfg.heartbeatAdmission = fraction }
 }
