@@ -31,7 +31,7 @@ type CapacityConfig struct {
 	// Unpaced asks for the N locks as fast as AcquireWorkers allow, with
 	// no pause for the heartbeat backlog: whether they can be renewed is
 	// then the library's own decision (admission control refuses or makes
-	// them wait), as for an application that simply asks (issue 24).
+	// them wait), as for an application that simply asks.
 	Unpaced bool
 	// HeapProfile, when set, is a file to write a heap profile to while
 	// the locks are held.
@@ -349,7 +349,7 @@ type CapacityResult struct {
 	MaxHeld int
 	// Held is the most locks one run held for the whole hold with zero
 	// losses, counting a run in which admission control refused some of
-	// its N (issue 15's capacity figure: refusing is what it is for).
+	// its N (the capacity goal's figure: refusing is what it is for).
 	Held int
 }
 
@@ -375,7 +375,7 @@ func (r *CapacityResult) Bound() float64 {
 	return r.Ceiling.BoundPerSec() * r.Runs[0].Lease.Seconds()
 }
 
-// RunBound is issue 24's bound for x: min(N, raw ceiling × lease), the
+// RunBound is the bound of an unpaced ask for x: min(N, raw ceiling × lease), the
 // most locks x could hold (0: no ceiling measured).
 func (r *CapacityResult) RunBound(x *CapacityRun) float64 {
 	if r.Ceiling == nil {
@@ -384,7 +384,7 @@ func (r *CapacityResult) RunBound(x *CapacityRun) float64 {
 	return min(float64(x.N), r.Ceiling.BoundPerSec()*x.Lease.Seconds())
 }
 
-// NeverLoseTarget is issue 24's target: with zero locks lost, hold at
+// NeverLoseTarget is the goal of an unpaced ask: with zero locks lost, hold at
 // least this fraction of RunBound.
 const NeverLoseTarget = 0.85
 
@@ -399,7 +399,7 @@ func (r *CapacityResult) BoundFraction() (float64, bool) {
 
 // WithBoundPoint returns ns with, in order, the smallest multiple of 100 at
 // or above BoundTarget × the bound (ceiling × lease), so that the search
-// tries the N at which issue 15's capacity target is met. It is chosen
+// tries the N at which the capacity goal is met. It is chosen
 // before the runs, from the measure before them alone: when the one after
 // is higher, the report's bound is higher than the one this N aimed at.
 func WithBoundPoint(ns []int, c *CeilingResult, lease time.Duration) []int {

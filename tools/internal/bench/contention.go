@@ -17,7 +17,7 @@ import (
 type ContentionMode struct {
 	Name string
 	Opts []dynamolock.AcquireLockOption
-	// Fair marks a mode held to issue 15's fairness target: with no pause
+	// Fair marks a mode held to the fairness goal: with no pause
 	// between release and re-acquire, Jain's index ≥ FairJainTarget for 2,
 	// 8 and 32 contenders and no timeouts. Other modes have no target.
 	Fair bool
@@ -87,7 +87,7 @@ func (r *ContentionRun) MeetsFairTarget() (held, met bool) {
 	return true, r.Jain() >= FairJainTarget && r.Timeouts == 0 && r.Errors == 0
 }
 
-// FairJainTarget is issue 15's target for a fair mode.
+// FairJainTarget is the fairness goal of a fair mode.
 const FairJainTarget = 0.95
 
 // ContentionRun is what one run measured.

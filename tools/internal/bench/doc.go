@@ -2,8 +2,8 @@
 // calls per operation (counted by SDK middleware), latency against the raw
 // DynamoDB round trip, heartbeat capacity, failover and hand-over (across
 // processes and within one), contention (per acquisition mode), and what
-// that costs on DynamoDB at fleet scale, with issue 15's targets and its
-// before/after (issue15.go). cmd/lockbench is its command line;
+// that costs on DynamoDB at fleet scale, each beside its goal (goals.go).
+// cmd/lockbench is its command line;
 // `make bench` runs it and writes docs/BENCHMARKS.md and docs/benchmarks.png.
 //
 // Figures are printed and written, never asserted: the machine is shared and

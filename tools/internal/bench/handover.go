@@ -33,7 +33,7 @@ func DefaultHandover() HandoverConfig {
 // handoverWarmup is the raw UpdateItems sent before the floor is timed.
 const handoverWarmup = 200
 
-// HandoverTarget is issue 15's target for the same-process hand-over: p50
+// HandoverTarget is the goal of the same-process hand-over: p50
 // within a few DynamoDB round trips, read as at most this many raw
 // conditional UpdateItem p50s (measured in the same run), at any refresh.
 const HandoverTarget = 5.0
@@ -246,10 +246,10 @@ func handoverTrial(ctx context.Context, e *Env, table, key string, refresh time.
 // section 4.
 func (r *HandoverResult) Markdown(cmd string) string {
 	var b md
-	b.w("**Same-process hand-over** (issue 15 §1). Command: `%s`. In each of %d clients side by side (lease %s, heartbeat %s, the defaults), one goroutine holds a key and %d goroutines of the same client wait for it "+
+	b.w("**Same-process hand-over.** Command: `%s`. In each of %d clients side by side (lease %s, heartbeat %s, the defaults), one goroutine holds a key and %d goroutines of the same client wait for it "+
 		"(AcquireLock with the refresh period below); once every waiter's first write has failed, the holder releases at a random moment within one refresh period, "+
 		"and each waiter that gets the lock releases it at once: %d hand-overs per client, each timed from the start of the release call to the next goroutine holding the lock. "+
-		"Floor: %d raw conditional UpdateItems (the one of §2) on the same SDK settings, half timed just before the hand-overs and half just after, p50 %s ms. '≥ ½ refresh': hand-overs that took half a refresh period or more (most likely a poll, not a wake-up). Target (issue 15): p50 within a few DynamoDB round trips at any refresh period, read as p50 ≤ %.0f× the raw conditional UpdateItem p50.",
+		"Floor: %d raw conditional UpdateItems (the one of §2) on the same SDK settings, half timed just before the hand-overs and half just after, p50 %s ms. '≥ ½ refresh': hand-overs that took half a refresh period or more (most likely a poll, not a wake-up). Goal: p50 within a few DynamoDB round trips at any refresh period, read as p50 ≤ %.0f× the raw conditional UpdateItem p50.",
 		cmd, r.Trials, r.Lease, r.Heartbeat, r.Waiters, r.Waiters, len(r.Floor), ms(r.Floor.Q(0.5)), HandoverTarget)
 	b.w("")
 	b.w("| refresh period | hand-overs | p50 | p95 | max | p50 ÷ raw UpdateItem p50 | p50 ÷ refresh | ≥ ½ refresh | not handed over | met |")

@@ -89,9 +89,9 @@ func (r *CapacityResult) Markdown(cmd string) string {
 		b.w("")
 	}
 	if unpaced := r.unpacedRuns(); len(unpaced) > 0 && r.Ceiling != nil {
-		b.w("**Refuse, never lose** (issue 24): each N asked unpaced (%d acquisitions in flight, `FailIfLocked`, no pause for the heartbeat backlog: admission control alone decides), held for the hold time. "+
+		b.w("**Refuse, never lose**: each N asked unpaced (%d acquisitions in flight, `FailIfLocked`, no pause for the heartbeat backlog: admission control alone decides), held for the hold time. "+
 			"Longest pause: the longest delay of a 10 ms ticker in this process, from the first acquisition to the end of the hold (the process went without the CPU, or its goroutines waited on the Go scheduler: a pause longer than a lease's slack delays every heartbeat by as much). "+
-			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the ceiling measured above%s, in the same run. Target: 0 lost and held at end ≥ %.0f%% of the bound.",
+			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the ceiling measured above%s, in the same run. Goal: 0 lost and held at end ≥ %.0f%% of the bound.",
 			unpaced[0].AcquireWorkers, r.Ceiling.BoundWhich(), 100*NeverLoseTarget)
 		b.w("")
 		b.w("| N asked | lost | refused (rate / slack / slots) | other errors | held at end | bound | held ÷ bound | asking took | max renewal gap | longest pause |")
@@ -151,12 +151,12 @@ func (r *CapacityResult) Markdown(cmd string) string {
 		heap = append(heap, fmt.Sprintf("%s B at N = %s (%s)", commas(x.HeapPerLock()), commas(int64(n)), metWord(x.HeapPerLock() <= HeapPerLockTarget)))
 	}
 	if len(heap) > 0 {
-		b.w("Issue 15's target, at most %d B of heap per held lock: %s. "+
-			"dynamolock v2 is not measured beside it: it is not in the tools module's build list nor in the module cache, and adding it would be a new dependency (issue 15 quotes 334–389 B for it, measured by its author).",
+		b.w("Goal, at most %d B of heap per held lock: %s. "+
+			"dynamolock v2 is not measured beside it (it is not a dependency of the tools module); its author measured 334–389 B per lock.",
 			HeapPerLockTarget, strings.Join(heap, "; "))
 	}
 	if f, ok := r.BoundFraction(); ok {
-		b.w("Issue 15's capacity target, locks held with zero losses ÷ backend bound (ceiling × lease = %s × %s%s) ≥ %.0f%%: held %s = **%.0f%%** (%s). "+
+		b.w("Goal, locks held with zero losses ÷ backend bound (ceiling × lease = %s × %s%s) ≥ %.0f%%: held %s = **%.0f%%** (%s). "+
 			"Held: the most locks one run held through the whole hold with zero losses, counting a run in which admission control refused some of its N (refusing rather than losing held locks is what it is for; the table's \"held at end\" column shows how many it held).",
 			commas(int64(r.Ceiling.BoundPerSec())), r.Runs[0].Lease, r.Ceiling.BoundWhich(), 100*BoundTarget, commas(int64(r.Held)), 100*f, metWord(f >= BoundTarget))
 	}
@@ -286,7 +286,7 @@ func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
 		"Wait is from wanting the lock to holding it, across acquisition timeouts (lease + 1 s); contenders still waiting at the end count with their wait so far. "+
 		"Spread: acquisitions per contender (min / max), the largest share one contender got, and Jain's fairness index (1 = equal, 1/N = one contender got all). "+
 		"Mode: the AcquireLock options of the run (%s); the runs of one setting in every mode are next to each other, and a mode's acquisitions/s are also given ÷ the default mode's. "+
-		"Target (issue 15), for a fair mode with no pause only: Jain ≥ %.2f for 2, 8 and 32 contenders and no timeouts; the default mode has none.", cmd, modeList(runs), FairJainTarget)
+		"Goal, for a fair mode with no pause only: Jain ≥ %.2f for 2, 8 and 32 contenders and no timeouts; the default mode has none.", cmd, modeList(runs), FairJainTarget)
 	b.w("")
 	b.w("| mode | contenders | refresh | hold / pause | acquisitions/s | ÷ default | wait p50 | wait p99 | per contender min / max | top share | Jain | never acquired | timeouts | target | met |")
 	b.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
