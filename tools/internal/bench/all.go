@@ -258,11 +258,11 @@ func contentionGroups(cfgs []ContentionConfig) []string {
 
 func capacityVerdict(r *CapacityResult) string {
 	var b md
-	target := 5000
+	target := HeldGoal
 	if r.MaxHeld >= target {
-		b.w("**Largest N held for the whole hold with zero losses: %s** (target: at least %s). Met.", commas(int64(r.MaxHeld)), commas(int64(target)))
+		b.w("**Largest N held for the whole hold with zero losses: %s** (goal: at least %s). Met.", commas(int64(r.MaxHeld)), commas(int64(target)))
 	} else {
-		b.w("**Largest N held with zero losses: %s** (target: at least %s). **Not met** on this run.", commas(int64(r.MaxHeld)), commas(int64(target)))
+		b.w("**Largest N held with zero losses: %s** (goal: at least %s). **Not met** on this run.", commas(int64(r.MaxHeld)), commas(int64(target)))
 	}
 	b.w("This figure sits on a cliff (see below), so on a shared machine it moves from run to run with the backend's speed: compare it with the ceiling measured in the same run, not across runs.")
 	if c := r.Ceiling; c != nil && len(r.Runs) > 0 {
@@ -301,7 +301,7 @@ func capacityVerdict(r *CapacityResult) string {
 
 func boundNote(held int, bound float64) string {
 	if bound < 5000 {
-		return "; the 5,000 target is above what this backend can renew at lease 3 s, for any client"
+		return "; the 5,000 goal is above what this backend can renew at lease 3 s, for any client"
 	}
 	return fmt.Sprintf("; the client held %.0f%% of that bound", 100*float64(held)/bound)
 }

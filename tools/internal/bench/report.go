@@ -24,7 +24,7 @@ func (r *CallsResult) Markdown(cmd string) string {
 	var b md
 	b.w("Command: `%s`. Counted by SDK middleware at the Initialize step (once per operation, retries not counted again), on an SDK client used by that one lock client only. Clients here use lease %s, heartbeat 1 s, refresh %s.", cmd, r.Lease, r.Refresh)
 	b.w("")
-	b.w("| operation | target | measured | DynamoDB calls | met | notes |")
+	b.w("| operation | goal | measured | DynamoDB calls | met | notes |")
 	b.w("|---|---|---|---|---|---|")
 	for _, row := range r.Rows {
 		b.w("| %s | %s | %s | %s | %s | %s |", row.Op, row.Target, row.Shape, row.Calls, yes(row.Met), row.Note)
@@ -214,7 +214,7 @@ func (r *FailoverResult) Markdown(cmd string) string {
 	b.w("Command: `%s`. Lease %s, heartbeat %s, refresh %s (the default), skew bound %s where used. "+
 		"A holder renews its lock while a contender waits for it (AcquireLock with a long WithAdditionalTimeToWaitForLock); the holder is then killed at a random moment "+
 		"(its DynamoDB client stops sending anything; writes already in flight land). Times are to the moment the contender's AcquireLock returns. "+
-		"The floor is 1.0 lease after the holder's last accepted write: before that the holder may still be alive. Target: at most 1.0 + refresh/lease = %.2f.",
+		"The floor is 1.0 lease after the holder's last accepted write: before that the holder may still be alive. Goal: at most 1.0 + refresh/lease = %.2f.",
 		cmd, r.Lease, r.Heartbeat, r.Refresh, r.Skew, 1+r.Refresh.Seconds()/r.Lease.Seconds())
 	b.w("")
 	b.w("| scenario | trials | from last write, ÷ lease: p50 / max | from kill, ÷ lease: p50 / max | holder noticed its loss before the takeover, by at least | met |")
@@ -288,7 +288,7 @@ func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
 		"Mode: the AcquireLock options of the run (%s); the runs of one setting in every mode are next to each other, and a mode's acquisitions/s are also given ÷ the default mode's. "+
 		"Goal, for a fair mode with no pause only: Jain ≥ %.2f for 2, 8 and 32 contenders and no timeouts; the default mode has none.", cmd, modeList(runs), FairJainTarget)
 	b.w("")
-	b.w("| mode | contenders | refresh | hold / pause | acquisitions/s | ÷ default | wait p50 | wait p99 | per contender min / max | top share | Jain | never acquired | timeouts | target | met |")
+	b.w("| mode | contenders | refresh | hold / pause | acquisitions/s | ÷ default | wait p50 | wait p99 | per contender min / max | top share | Jain | never acquired | timeouts | goal | met |")
 	b.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
 		lo, hi := r.PerContender[0], r.PerContender[0]
@@ -334,7 +334,7 @@ func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
 		b.w("With a pause after each release and a %s refresh, contenders share the lock (Jain's index ≥ %.2f in these runs).", paused[0].Refresh, lo)
 	}
 	if !slices.ContainsFunc(runs, func(r *ContentionRun) bool { return r.Mode.Fair }) {
-		b.w("No fair mode in this build (bench.ContentionModes lists only %s): the fairness target is not measured.", modeList(runs))
+		b.w("No fair mode in this build (bench.ContentionModes lists only %s): the fairness goal is not measured.", modeList(runs))
 	}
 	return b.String()
 }
