@@ -133,7 +133,7 @@ func CostMarkdown(calls *CallsResult, capRes *CapacityResult) string {
 		"data that makes the item exceed 1 KB multiplies the cost of every heartbeat (a 10 KB payload makes each heartbeat 11 WRU). Keep lock data under ~%d bytes, or store it elsewhere.",
 		1024-calls.ItemBytes)
 	w("- **Transactions.** TransactWriteItems takes at most 100 actions and 4 MB, and transactional writes cost 2 WRU per KB. A guarded write " +
-		"(design §6, a ConditionCheck on the lock item inside the caller's transaction) therefore uses one of the 100 actions and adds 2 WRU to that transaction.")
+		"(`Lock.TransactionCondition`: a ConditionCheck on the lock item inside the caller's transaction) therefore uses one of the 100 actions and adds 2 WRU to that transaction.")
 	if capRes != nil && capRes.Ceiling != nil {
 		w("- **One client process.** §3: one client held %s locks at lease 3 s / heartbeat 1 s here; the limit was DynamoDB Local's write rate (%s writes/s%s), not the client. "+
 			"Against DynamoDB the per-client limit is the heartbeat concurrency divided by the round trip (32 beats in flight at ~5 ms is ~6,400 beats/s).",
