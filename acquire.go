@@ -84,6 +84,11 @@ type acquisition struct {
 	// semFair is the fair queue of a semaphore (modeAny with
 	// WithFairness): kept in the first slot's item.
 	semFair *watch
+	// rw is the state of an RWLock's reader or writer (modeOne on the
+	// lock's key), nil for the other kinds of holders: its decision
+	// (rwDecide), writes (grant, rwJoin) and undo are this kind's; the loop,
+	// the deadline, admission and Close are the engine's.
+	rw *rwState
 }
 
 // attempt is one acquiring write (an UpdateItem, or a transaction of one
@@ -95,6 +100,7 @@ type attempt struct {
 	// it failed). Such writes are released again if the call gives up.
 	unsure bool
 	on     []*watch // the keys it wrote
+	reader bool     // an RWLock reader's entry (its id is a.rw.id), not the item's holder
 }
 
 func (c *Client) newAcquisition(m mode, o *acquireLockOptions, keys []string, what string) *acquisition {
@@ -156,10 +162,19 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 				a.c.here.passOn(w.regKey, a.c.now()) // see here.wake
 			}
 		}
-		// One bounded wait for both clean-ups, even when ctx has ended.
+		// The undo before returning, in one bounded wait even when ctx has
+		// ended: a write of this call that may have landed is taken back
+		// before the caller hears it failed.
 		cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 		a.undo(cctx)
-		a.leaveQueues(cctx)
+		if ctx.Err() == nil {
+			a.leaveQueues(cctx)
+		} else {
+			// The caller's context has ended: it returns now, and the
+			// client leaves the queues it joined (a courtesy to the other
+			// waiters: an entry left behind is dropped after its lease).
+			a.c.background(a.leaveQueues)
+		}
 		cancel()
 	}
 	for rvn := range a.attempts {
@@ -180,6 +195,10 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 	}
 	now := a.c.now()
 	for _, w := range a.watches {
+		if a.rw != nil {
+			w.next = a.rwDecideNext(w, now)
+			continue
+		}
 		w.next = a.fairly(w, decision{step: stepWrite}, now, time.Time{})
 	}
 	for {
@@ -197,7 +216,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 					}
 				}
 			case stepClaim:
-				if locks, err := a.claim(ctx, w, a.attempts[w.v.rec.rvn]); locks != nil || err != nil {
+				if locks, err := a.claim(ctx, w, w.next.claim); locks != nil || err != nil {
 					return locks, err
 				}
 				if l, err := a.decideAll(ctx); l != nil || err != nil { // claimed too late: decided anew
@@ -250,7 +269,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 			return nil, err
 		}
 		for _, w := range due {
-			if w.woken && w.fair == nil && a.semFair == nil {
+			if w.woken && w.fair == nil && a.semFair == nil && a.rw == nil {
 				// The lock on the key ended here (released, or lost): try
 				// it at once rather than read it first. The write's
 				// condition decides; a failure returns the item.
@@ -280,7 +299,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 // process by then.
 func (a *acquisition) yieldHere(ctx context.Context) error {
 	c, w := a.c, a.watches[0]
-	if a.mode != modeOne || w.fair != nil || a.o.reentrant || a.o.failIfLocked || noSameProcessHandover ||
+	if a.mode != modeOne || w.fair != nil || a.rw != nil || a.o.reentrant || a.o.failIfLocked || noSameProcessHandover ||
 		!c.here.busy(w.regKey, c.now()) {
 		return nil
 	}
@@ -400,6 +419,10 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 	c := a.c
 	w.dirty = false
 	v := &w.v
+	if a.rw != nil {
+		w.next = a.rwDecideNext(w, c.now())
+		return nil, nil
+	}
 	in := decideInput{view: v, now: a.c.now(), start: a.start, key: w.key, owner: c.cfg.ownerName, attempts: a.attempts, o: a.o,
 		deadline: a.deadlineFor(w), jitter: randomUpTo(a.o.refreshJitter), handsChanged: w.hands.changes}
 	if v.rec != nil {
@@ -458,7 +481,8 @@ func (a *acquisition) failed(ctx context.Context, w *watch, err error) error {
 	if ctx.Err() != nil {
 		return notGranted(errors.Join(ctx.Err(), err), "%s: context done", a.what)
 	}
-	if a.o.failIfLocked || !(isTransient(err) || errors.Is(err, errTransactionConflict)) || unreachable(err, a.c.since(a.start)) {
+	conflict := errors.Is(err, errTransactionConflict) || isTransactionConflict(err)
+	if a.o.failIfLocked && !conflict || !(isTransient(err) || conflict) || unreachable(err, a.c.since(a.start)) {
 		var lng *LockNotGrantedError
 		if errors.As(err, &lng) {
 			return err
@@ -471,7 +495,7 @@ func (a *acquisition) failed(ctx context.Context, w *watch, err error) error {
 }
 
 func keyOrWhat(a *acquisition, w *watch) string {
-	if a.mode == modeAll {
+	if a.mode == modeAll || a.rw != nil {
 		return a.what
 	}
 	return quoteKey(w.key)

@@ -41,6 +41,9 @@ func (a *acquisition) transactWriteItems(ctx context.Context, items []types.Tran
 // returns the new lock, or updates w with what the answer showed, or
 // returns the error that ends the call.
 func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
+	if a.rw != nil {
+		return a.grant(ctx, w)
+	}
 	c := a.c
 	if n := w.handover; n != 0 {
 		// Settled once this write is answered and its lock, if any, held.
@@ -267,41 +270,47 @@ func (a *acquisition) failedAll(ctx context.Context, err error) error {
 	return nil
 }
 
-// undo releases every write of this call that may have landed, so that a
-// call that gives up leaves no item held by nobody: per key, one
-// UpdateItem conditioned on this owner and those RVNs, best effort, within
-// ctx (the caller bounds it, even when the acquisition's own ctx has
-// ended). A transaction's writes are undone key by key.
+// undo takes back every write of this call that may have landed, so that
+// a call that gives up leaves no item held by nobody: per key, one
+// UpdateItem conditioned on this owner and those RVNs (the item is marked
+// released), or, for an RWLock reader's grants, on its entry carrying one
+// of those beats (the entry is removed); best effort, within ctx (the
+// caller bounds it, even when the acquisition's own ctx has ended). A
+// transaction's writes are undone key by key.
 func (a *acquisition) undo(ctx context.Context) {
-	byKey := make(map[*watch][]string)
-	var order []*watch
+	type target struct {
+		w      *watch
+		reader bool
+	}
+	byKey := make(map[target][]string)
+	var order []target
 	for _, rvn := range slices.Sorted(maps.Keys(a.attempts)) { // in order: one seed, one run (internal/sim)
 		at := a.attempts[rvn]
 		if !at.unsure {
 			continue
 		}
 		for _, w := range at.on {
-			if byKey[w] == nil {
-				order = append(order, w)
+			t := target{w, at.reader}
+			if byKey[t] == nil {
+				order = append(order, t)
 			}
-			byKey[w] = append(byKey[w], rvn)
+			byKey[t] = append(byKey[t], rvn)
 		}
 		delete(a.attempts, rvn)
 		a.c.here.settled(rvn)
 	}
-	for _, w := range order {
-		a.release(ctx, w, byKey[w])
-	}
-}
-
-// release marks w's item released if it still carries one of rvns.
-func (a *acquisition) release(ctx context.Context, w *watch, rvns []string) {
-	c := a.c
-	_, err := a.updateItem(ctx, c.undoInput(c.itemKeyOf(w.key, w.sortKey), rvns, 0))
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
-			slogKey(w.key), slogErr(err))
+	for _, t := range order {
+		c, key := a.c, a.c.itemKeyOf(t.w.key, t.w.sortKey)
+		in := c.undoInput(key, byKey[t], 0)
+		if t.reader {
+			in = c.readerUndoInput(key, a.rw.id, byKey[t])
+		}
+		_, err := a.updateItem(ctx, in)
+		var ccf *types.ConditionalCheckFailedException
+		if err != nil && !errors.As(err, &ccf) {
+			c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
+				slogKey(t.w.key), slogErr(err))
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -53,24 +54,69 @@ func (c *Client) getItem(ctx context.Context, key map[string]types.AttributeValu
 	return out.Item, nil
 }
 
-// updateItem sends one conditional UpdateItem: a write (see startWrite).
+// updateItem sends one conditional UpdateItem: a write (see startWrite),
+// sent again while an ongoing transaction holds its item (see
+// conflictRetry).
 func (c *Client) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 	t, err := c.startWrite(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out, err := c.db.UpdateItem(ctx, in, t.opts[:]...)
-	return out, c.endWrite(ctx, "UpdateItem", t, err)
+	for try := 0; ; try++ {
+		out, err := c.db.UpdateItem(ctx, in, t.opts[:]...)
+		if !c.conflictRetry(ctx, "UpdateItem", err, try) {
+			return out, c.endWrite(ctx, "UpdateItem", t, err)
+		}
+	}
 }
 
-// deleteItem sends one conditional DeleteItem: a write (see startWrite).
+// deleteItem sends one conditional DeleteItem: a write (see startWrite),
+// sent again while an ongoing transaction holds its item (see
+// conflictRetry).
 func (c *Client) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
 	t, err := c.startWrite(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out, err := c.db.DeleteItem(ctx, in, t.opts[:]...)
-	return out, c.endWrite(ctx, "DeleteItem", t, err)
+	for try := 0; ; try++ {
+		out, err := c.db.DeleteItem(ctx, in, t.opts[:]...)
+		if !c.conflictRetry(ctx, "DeleteItem", err, try) {
+			return out, c.endWrite(ctx, "DeleteItem", t, err)
+		}
+	}
+}
+
+// conflictRetries bounds how often one write is sent again after DynamoDB
+// refused it with a TransactionConflictException; conflictBackoff is the
+// first wait, doubled after each.
+const (
+	conflictRetries = 5
+	conflictBackoff = 10 * time.Millisecond
+)
+
+// conflictRetry reports whether a plain write that failed with err, after
+// try resends, should be sent again, and waits before it does: DynamoDB
+// refused it because an ongoing transaction includes its item (a guarded
+// write of the holder, another client's AcquireLocks or fair semaphore),
+// and the SDK does not retry that answer. The write did not apply, so
+// sending the same request again is what an SDK retry would do; the
+// transaction lasts milliseconds. The waits (10 ms doubling, with jitter)
+// end with ctx, not with Close: Close's releases need them too. Each send
+// is a call of its own in Stats.
+func (c *Client) conflictRetry(ctx context.Context, op string, err error, try int) bool {
+	if err == nil || try >= conflictRetries || !isTransactionConflict(err) {
+		return false
+	}
+	c.metrics.call(ctx, op)
+	backoff := conflictBackoff << try
+	t := c.newTimer(backoff + randomUpTo(backoff))
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // transactWriteItems sends one TransactWriteItems: a write (see

@@ -44,8 +44,11 @@ type Client struct {
 	sched *scheduler
 	plain plainAcquire // the common acquiring write's names and expressions
 
-	mu        sync.RWMutex // guards closed against registering new locks during Close
-	closed    bool
+	mu     sync.RWMutex // guards closed against registering new locks during Close
+	closed bool
+	// cleanups counts the clean-ups of acquisitions whose caller's context
+	// ended (see background); Close waits for them.
+	cleanups  sync.WaitGroup
 	closing   chan struct{} // closed when Close starts: wakes waiting acquisitions
 	closeOnce sync.Once
 }
@@ -327,6 +330,30 @@ func (c *Client) close(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	c.cleanups.Wait() // each bounded by undoTimeout
 	errs = append(errs, c.sched.stop(ctx))
 	return errors.Join(errs...)
+}
+
+// background runs f, a clean-up of an acquisition whose caller has gone,
+// in a goroutine that Close waits for, with undoTimeout to do it. Once
+// Close has begun it runs f here instead.
+func (c *Client) background(f func(context.Context)) {
+	run := func() {
+		ctx, cancel := c.withTimeout(context.Background(), undoTimeout)
+		defer cancel()
+		f(ctx)
+	}
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		run()
+		return
+	}
+	c.cleanups.Add(1) // before Close's Wait: Close sets closed first
+	c.mu.RUnlock()
+	go func() {
+		defer c.cleanups.Done()
+		run()
+	}()
 }

@@ -15,6 +15,10 @@ type view struct {
 	bad    error     // the item could not be decoded
 	seen   time.Time // when this client first saw rec.rvn on the key
 	failed error     // the last call failed transiently
+	// rw holds the other holders and waiters of an RWLock's item (its
+	// readers, its queue of both kinds, its counters), for the
+	// acquisitions of an RWLock; nil otherwise. rec is its writer's slot.
+	rw *rwParts
 }
 
 type step uint8
@@ -37,6 +41,8 @@ type decision struct {
 	// (WithReentrant), which no queue holds up.
 	reentrant bool
 	queue     *queueWrite // WithFairness: what the write adds for the queue
+	grant     *rwGrant    // an RWLock's write: the dead readers and waiters it drops
+	claim     string      // stepClaim: the attempt the item shows (its RVN, or a reader's beat)
 }
 
 // decideInput is everything the decision looks at.
@@ -87,7 +93,7 @@ func decide(in decideInput) decision {
 	if rec.owner == in.owner {
 		if a, ok := in.attempts[rec.rvn]; ok {
 			if in.now.Before(a.sent.Add(a.lease)) {
-				return decision{step: stepClaim}
+				return decision{step: stepClaim, claim: rec.rvn}
 			}
 			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
 		}

@@ -41,7 +41,7 @@ func TestDecide(t *testing.T) {
 		{name: "released item: write", v: &view{known: true, rec: &lockRecord{owner: "other", rvn: "r1", released: true, lease: lease}}, now: t0,
 			want: decision{step: stepWrite}},
 		{name: "our own write landed, within its lease: claim", v: holder("me", "mine"), now: t0.Add(time.Second),
-			attempts: map[string]attempt{"mine": {sent: t0, lease: lease}}, want: decision{step: stepClaim}},
+			attempts: map[string]attempt{"mine": {sent: t0, lease: lease}}, want: decision{step: stepClaim, claim: "mine"}},
 		{name: "our own write landed, its lease over: take it anew", v: holder("me", "mine"), now: t0.Add(lease),
 			attempts: map[string]attempt{"mine": {sent: t0, lease: lease}}, want: decision{step: stepWrite, takeover: "mine"}},
 		{name: "our owner name, reentrant: take it", v: holder("me", "old"), now: t0,

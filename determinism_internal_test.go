@@ -142,7 +142,6 @@ func TestSleepEndingAtTheDeadlineSeesIt(t *testing.T) {
 // id order. Before the fix the second decoding differed from the first
 // within a few runs.
 func TestQueuesDecodeInIDOrder(t *testing.T) {
-	c := grantClient(t, DisableHeartbeat())
 	entries := map[string]types.AttributeValue{}
 	readers := map[string]types.AttributeValue{}
 	for i := range 16 {
@@ -168,7 +167,10 @@ func TestQueuesDecodeInIDOrder(t *testing.T) {
 		if !sorted(ids) {
 			t.Fatalf("run %d: queueOf gave the waiters in the order %v, want id order", run, ids)
 		}
-		v := c.decodeRWView(item)
+		v, err := decodeRWParts(item)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ids = ids[:0]
 		for _, w := range v.queue {
 			ids = append(ids, w.id)

@@ -51,6 +51,13 @@ var (
 	// starved CPU), so no heartbeat was even sent.
 	ErrLeaseExpired = errors.New("could not reach DynamoDB before the lease ran out, or this process did not run (paused, stopped or starved of CPU) for that long")
 
+	// ErrHeartbeatRefused is the cause of a loss when DynamoDB refused a
+	// background heartbeat as invalid (a ValidationException, such as an
+	// item grown past DynamoDB's size limit by writes of other tools):
+	// sending the same renewal again cannot succeed, so the lock ends at
+	// once rather than when its lease runs out.
+	ErrHeartbeatRefused = errors.New("DynamoDB refused the heartbeat as invalid; sending it again cannot succeed")
+
 	// ErrLockNotHeld is returned by [Lock.Err] for a read-only view of a
 	// lock (from [Client.Get]) or a nil lock: this client does not hold it.
 	ErrLockNotHeld = errors.New("dynamolock: lock not held by this client")
@@ -194,7 +201,7 @@ func (e *LockHeldError) Error() string {
 type LockLostError struct {
 	Key   string
 	Owner string
-	Cause error // ErrLockTakenOver, ErrLeaseExpired, ErrReleaseOutcomeUnknown or ErrClientClosed
+	Cause error // ErrLockTakenOver, ErrLeaseExpired, ErrHeartbeatRefused, ErrReleaseOutcomeUnknown or ErrClientClosed
 	Err   error // the DynamoDB error that revealed it, if any
 }
 

@@ -37,6 +37,9 @@ func isTransient(err error) bool {
 		switch ae.ErrorCode() {
 		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
 			"InternalServerError", "ServiceUnavailable", "TransactionInProgressException",
+			// Another ongoing transaction includes the item (see
+			// isTransactionConflict).
+			"TransactionConflictException",
 			// A multi-Region strongly consistent table: another Region was
 			// writing the item; this write did not apply.
 			"ReplicatedWriteConflictException":
@@ -189,4 +192,23 @@ func satAdd(a, b time.Duration) time.Duration {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// isTransactionConflict reports whether DynamoDB refused a write because an
+// ongoing TransactWriteItems includes its item (HTTP 400, which the SDK
+// does not retry): the write did not apply, and sending it again may
+// succeed once that transaction ends. A holder's guarded writes
+// (TransactionCondition), AcquireLocks and a fair semaphore put lock items
+// in transactions.
+func isTransactionConflict(err error) bool {
+	var tce *types.TransactionConflictException
+	return errors.As(err, &tce)
+}
+
+// invalidRequest reports whether DynamoDB refused a request as invalid (a
+// ValidationException: a malformed request, an item over the size limit):
+// sending it again cannot succeed.
+func invalidRequest(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException"
 }

@@ -43,6 +43,11 @@ const attrFairQueue = "fairQueue"
 //     clocks), so it delays the lock by at most that lease and never blocks
 //     it.
 //
+// At most 100 waiters hold a place in the queue (each is about 70 bytes of
+// the item, and every lock item keeps room for a full queue); one that
+// finds it full waits behind them, polling, and takes a place when one
+// frees.
+//
 // Mutual exclusion is the same as without the option: the queue only
 // decides which waiter sends the acquiring write. Acquisitions without the
 // option, and Amazon's Java client and dynamolock v2, ignore the queue and
@@ -129,6 +134,12 @@ const maxRemovals = 50
 // maxWaiterLease bounds the lease a waiter's entry may claim, so that an
 // entry written by mistake cannot hold up the queue for long.
 const maxWaiterLease = time.Hour
+
+// maxWaiters bounds the entries of a fair queue (fairQueue), so that the
+// item's size stays within what validateItemSize budgets: a waiter that
+// finds the queue full waits behind it, polling, and joins once an entry
+// leaves.
+const maxWaiters = 100
 
 // fairState is a fair acquisition's place in the queue.
 type fairState struct {
@@ -219,7 +230,7 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 		return d
 	}
 	if d.step == stepRead {
-		return f.keepPlace(d, mine, v, now)
+		return f.keepPlace(d, mine, len(ws), v, now)
 	}
 	// The lock can be taken: by us only if nobody live is before us.
 	var dead []string
@@ -269,13 +280,14 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 	if now.Before(deadline) {
 		wake = earliest(wake, deadline)
 	}
-	return f.keepPlace(decision{step: stepRead, at: wake}, mine, v, now)
+	return f.keepPlace(decision{step: stepRead, at: wake}, mine, len(ws), v, now)
 }
 
 // keepPlace makes a waiting decision keep this waiter's entry in the queue:
 // add it when it is missing, renew it when a third of its lease has passed.
-func (f *fairState) keepPlace(d decision, mine bool, v *view, now time.Time) decision {
-	if v.absent {
+// A waiter that finds the queue full (queued entries) waits behind it.
+func (f *fairState) keepPlace(d decision, mine bool, queued int, v *view, now time.Time) decision {
+	if v.absent || !mine && queued >= maxWaiters {
 		return d
 	}
 	renewAt := f.beatAt.Add(f.lease / 3)
@@ -289,6 +301,9 @@ func (f *fairState) keepPlace(d decision, mine bool, v *view, now time.Time) dec
 // join writes this waiter's entry into the queue (adding it, or renewing
 // its beat), and learns the item from the answer.
 func (a *acquisition) join(ctx context.Context, w *watch) error {
+	if a.rw != nil {
+		return a.rwJoin(ctx, w)
+	}
 	if a.semFair != nil {
 		w = a.semFair // a semaphore's queue is on its first slot's item
 	}
@@ -311,29 +326,42 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 	q := b.name("#q", attrFairQueue)
 	cond := "attribute_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") AND "
 	var update string
-	if present {
+	switch {
+	case present && slices.ContainsFunc(ws, func(w waiter) bool { return w.id == f.id }):
 		update = "SET " + q + "." + b.name("#w", f.id) + " = " + b.value(":e", entry)
 		cond += "attribute_exists(" + q + ")"
-	} else {
+	case present:
+		// A new entry needs a place (maxWaiters).
+		update = "SET " + q + "." + b.name("#w", f.id) + " = " + b.value(":e", entry)
+		cond += "size(" + q + ") < " + b.value(":maxq", attrN(maxWaiters))
+	default:
 		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{f.id: entry}})
 		cond += "attribute_not_exists(" + q + ")"
 	}
-	in := c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond)
+	_, err := a.sendJoin(ctx, w, c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond))
+	return err
+}
+
+// sendJoin sends a waiter's join of the queue on w's item (every kind's)
+// and learns the item from the answer: the new item, or the one a failed
+// condition returned (the queue or the item changed: decide again). It
+// reports whether the join landed.
+func (a *acquisition) sendJoin(ctx context.Context, w *watch, in *dynamodb.UpdateItemInput) (bool, error) {
 	in.ReturnValues = types.ReturnValueAllNew
-	c.here.noteCall(w)
+	a.c.here.noteCall(w)
 	out, err := a.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
-		return a.learn(ctx, w, out.Attributes, nil)
+		return true, a.learn(ctx, w, out.Attributes, nil)
 	case errors.As(err, &ccf) && len(ccf.Item) > 0:
-		return a.learn(ctx, w, ccf.Item, nil) // the queue or the item changed: decide again
+		return false, a.learn(ctx, w, ccf.Item, nil)
 	case errors.As(err, &ccf):
 		w.forget() // no item came back (an emulator): read it
-		return nil
+		return false, nil
 	}
 	w.forget()
-	return a.failed(ctx, w, err)
+	return false, a.failed(ctx, w, err)
 }
 
 // fairOf is the fair queue state w's decisions follow, or nil.
@@ -360,6 +388,12 @@ func (a *acquisition) holdsQueue(w *watch) bool {
 
 // leaveQueues removes this call's entries from the fair queues it joined.
 func (a *acquisition) leaveQueues(ctx context.Context) {
+	if a.rw != nil {
+		if a.rw.ticket != 0 {
+			a.leaveEntry(ctx, a.watches[0], a.rw.id)
+		}
+		return
+	}
 	for _, w := range a.watches {
 		if w.fair != nil {
 			a.leaveQueue(ctx, w)
@@ -374,20 +408,26 @@ func (a *acquisition) leaveQueue(ctx context.Context, w *watch) {
 	if w.fair == nil || w.fair.ticket == 0 {
 		return
 	}
+	a.leaveEntry(ctx, w, w.fair.id)
+}
+
+// leaveEntry removes the queue entry id from w's item: best effort, within
+// ctx. An entry left behind is skipped by the others after its lease.
+func (a *acquisition) leaveEntry(ctx context.Context, w *watch, id string) {
 	c := a.c
 	b := newExprBuilder()
 	q := b.name("#q", attrFairQueue)
 	in := &dynamodb.UpdateItemInput{
 		TableName:                aws.String(c.cfg.tableName),
 		Key:                      c.itemKeyOf(w.key, w.sortKey),
-		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", w.fair.id)),
+		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", id)),
 		ConditionExpression:      aws.String("attribute_exists(" + q + ")"),
 		ExpressionAttributeNames: b.names,
 	}
 	_, err := a.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
-		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the fair queue; the entry is skipped after its lease",
+		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the queue; the entry is skipped after its lease",
 			slogKey(w.key), slogErr(err))
 	}
 }

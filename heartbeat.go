@@ -275,6 +275,13 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			l.log(slog.LevelWarn, "heartbeat got 503, keeping the lease locally", slogErr(err))
 			return nil
 		}
+		if background && invalidRequest(err) {
+			// Refused as invalid: the scheduler's retries would send the
+			// same request until the lease ran out, and report that as
+			// DynamoDB unreachable.
+			l.log(slog.LevelWarn, "heartbeat refused", slogErr(err))
+			return l.lose(ErrHeartbeatRefused, err)
+		}
 		if l.lapsed(c.now()) {
 			// The lease ran out while this beat was on its way (a
 			// scheduled beat's context ends there). The lock is lost
@@ -445,19 +452,17 @@ func (l *Lock) renewed(w *renewal, item map[string]types.AttributeValue) error {
 	return nil
 }
 
-// undoLanded releases the item w renewed after l had ended here, if it
-// still carries w's RVN: best effort, in one bounded wait even when ctx
-// has ended. A reader's entry is left to expire with its lease.
+// undoLanded takes back what w renewed after l had ended here, if the
+// item still carries w's RVN (a reader's entry, w's beat): the item is
+// released, or the reader's entry removed. Best effort, in one bounded
+// wait even when ctx has ended. Only this acquisition's item (its fencing
+// token): w cannot have landed on a later acquisition's (see
+// heartbeatInput), and one another tool rewrote is its holder's (see
+// undoInput); a reader's entry id is never reused.
 func (c *Client) undoLanded(ctx context.Context, l *Lock, w *renewal) {
-	if l.reader {
-		return
-	}
 	cctx, cancel := c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
-	// Only this acquisition's item (its fencing token): w cannot have
-	// landed on a later acquisition's (see heartbeatInput), and one another
-	// tool rewrote is its holder's (see undoInput).
-	_, err := c.updateItem(cctx, c.undoInput(l.itemKey(), []string{w.rvn}, l.FencingToken()))
+	_, err := c.updateItem(cctx, c.takeBackInput(l, w.rvn))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		l.log(slog.LevelWarn, "a heartbeat landed after the lock was lost and could not be taken back; the item expires after its lease", slogErr(err))

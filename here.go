@@ -318,6 +318,18 @@ func (h *here) observe(regKey, rvn string, now time.Time) time.Time {
 	return h.seen.observe(regKey, rvn, now)
 }
 
+// observeBeats records the beats (entry id → beat) that regKey's item
+// carries beside its holder (an RWLock's readers and waiters) at now, and
+// returns, for each, when this client first saw that beat in that entry.
+// Entries no longer in the item are forgotten.
+func (h *here) observeBeats(regKey string, beats map[string]string, now time.Time) map[string]time.Time {
+	return h.seen.observeBeats(beatsKey(regKey), beats, now)
+}
+
+// beatsKey is the observations' key of regKey's other entries: a form no
+// registry key has (valid UTF-8 never holds 0xfd).
+func beatsKey(regKey string) string { return "\xfd" + regKey }
+
 // forget drops regKey's observation (rule 4).
 func (h *here) forget(regKey string) { h.seen.forget(regKey) }
 
@@ -377,6 +389,9 @@ type observations struct {
 type observation struct {
 	rvn  string
 	seen time.Time
+	// beats holds, for the other entries of an item (observeBeats), the
+	// beat seen in each and when it was first seen.
+	beats map[string]beatSeen
 }
 
 func (o *observations) observe(key, rvn string, now time.Time) time.Time {
@@ -399,4 +414,28 @@ func (o *observations) forget(key string) {
 	o.mu.Lock()
 	delete(o.m, key)
 	o.mu.Unlock()
+}
+
+func (o *observations) observeBeats(key string, beats map[string]string, now time.Time) map[string]time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := o.m[key].beats
+	if _, ok := o.m[key]; !ok && len(o.m) >= o.max {
+		for k := range o.m {
+			delete(o.m, k)
+			break
+		}
+	}
+	kept := make(map[string]beatSeen, len(beats))
+	seen := make(map[string]time.Time, len(beats))
+	for id, beat := range beats {
+		s, ok := old[id]
+		if !ok || s.beat != beat {
+			s = beatSeen{beat: beat, at: now}
+		}
+		kept[id] = s
+		seen[id] = s.at
+	}
+	o.m[key] = observation{beats: kept}
+	return seen
 }

@@ -7,17 +7,26 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// claim takes as granted a write of this call whose answer was lost, once
-// w's item shows it: w's own item becomes a held, registered lock, or, for
-// a transaction, every key's item, read back.
-func (a *acquisition) claim(ctx context.Context, w *watch, at attempt) ([]*Lock, error) {
+// claim takes as granted the write of this call named id (its RVN, or an
+// RWLock reader's beat) whose answer was lost, once w's item shows it: w's
+// own item becomes a held, registered lock (a reader's: its entry), or,
+// for a transaction, every key's item, read back.
+func (a *acquisition) claim(ctx context.Context, w *watch, id string) ([]*Lock, error) {
+	at := a.attempts[id]
 	if a.mode == modeAll {
-		return a.holdAll(ctx, w.v.rec.rvn, at)
+		return a.holdAll(ctx, id, at)
 	}
-	l, err := a.holdItem(ctx, w, w.v.raw, at)
+	var l *Lock
+	var err error
+	if a.reader() {
+		l, err = a.holdRecord(ctx, w, a.readerRecord(w, id, at), at)
+	} else {
+		l, err = a.holdItem(ctx, w, w.v.raw, at)
+	}
 	if l == nil || err != nil {
 		return nil, err
 	}
@@ -193,6 +202,11 @@ func (a *acquisition) newLock(w *watch, rec *lockRecord, at attempt) *Lock {
 	l.leaseEnd = at.sent.Add(at.lease)
 	l.deleteOnRelease = a.o.deleteLockOnRelease
 	l.monitor = a.o.sessionMonitor
+	if a.reader() {
+		// Set before the lock is published: regKey reads them without mu.
+		l.reader = true
+		l.rareLocked().readerID = a.rw.id
+	}
 	return l
 }
 
@@ -209,6 +223,17 @@ func (a *acquisition) releaseLost(ctx context.Context, locks []*Lock) {
 			_, _ = c.releaseLock(rctx, l, &releaseLockOptions{bestEffort: true})
 			continue
 		}
-		_, _ = c.updateItem(rctx, c.undoInput(l.itemKey(), []string{l.RecordVersionNumber()}, l.FencingToken()))
+		_, _ = c.updateItem(rctx, c.takeBackInput(l, l.RecordVersionNumber()))
 	}
+}
+
+// takeBackInput releases l's item, or removes an RWLock reader's entry, if
+// it still carries rvn (a reader's beat), written by this acquisition: a
+// write of this client that nobody holds any more (l has ended here).
+func (c *Client) takeBackInput(l *Lock, rvn string) *dynamodb.UpdateItemInput {
+	if l.reader {
+		return c.readerUndoInput(l.itemKey(), l.rare.readerID, []string{rvn})
+	}
+	// Only this acquisition's item (its fencing token): see undoInput.
+	return c.undoInput(l.itemKey(), []string{rvn}, l.FencingToken())
 }

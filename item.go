@@ -1,6 +1,7 @@
 package dynamolock
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -299,8 +300,40 @@ func (b *exprBuilder) valuesOrNil() map[string]types.AttributeValue {
 	return b.values
 }
 
+// othersReserve is the room every lock item keeps for what the other kinds
+// of holders and waiters add to it at their largest: an RWLock's
+// MaxReaders reader entries and its two counters at 20 digits, and a fair
+// queue of maxWaiters entries (an RWLock's carry their kind). Any key may
+// get them (a fair waiter joins the queue of any lock; an RWLock's writer
+// is the item's holder), and a write that pushed the item past DynamoDB's
+// limit would be refused: a reader refused its place, a holder's renewal
+// refused until the lock is lost.
+var othersReserve = func() int {
+	readers := make(map[string]types.AttributeValue, MaxReaders)
+	queue := make(map[string]types.AttributeValue, maxWaiters)
+	beat, big := strings.Repeat("b", 36), attrN(math.MaxUint64) // a beat is a UUID, as newRVN writes it
+	for i := range max(MaxReaders, maxWaiters) {
+		id := fmt.Sprintf("%016x", i) // randomID's length
+		if i < MaxReaders {
+			readers[id] = readerEntry(beat, maxLease)
+		}
+		if i < maxWaiters {
+			queue[id] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+				"t": attrN(maxTicket), "b": attrS(id), "l": attrN(uint64(maxWaiterLease / time.Millisecond)), "k": attrS("w"),
+			}}
+		}
+	}
+	return itemSize(map[string]types.AttributeValue{
+		attrReaders:        &types.AttributeValueMemberM{Value: readers},
+		attrFairQueue:      &types.AttributeValueMemberM{Value: queue},
+		attrReadersVersion: big,
+		attrWritersArrived: big,
+	})
+}()
+
 // validateItemSize rejects data that would make the item larger than
-// DynamoDB's 400 KB limit, counting every attribute the lock writes.
+// DynamoDB's 400 KB limit, counting every attribute the lock writes and
+// the room kept for other holders and waiters (othersReserve).
 func (c *Client) validateItemSize(option, key string, sortKey *string, data []byte, additional map[string]types.AttributeValue) error {
 	// The key's attributes and the additional ones (whose names never
 	// collide with the key's: see acquireOptions), counted as itemSize
@@ -313,7 +346,8 @@ func (c *Client) validateItemSize(option, key string, sortKey *string, data []by
 		len(attrOwnerName) + len(c.cfg.ownerName) +
 		len(attrLeaseDuration) + 24 + len(attrRVN) + 36 +
 		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
-		len(attrLeaseExpiresAt) + 12 + len(attrLeaseExpiresRVN) + 36 + len(c.cfg.ttlAttribute) + 12
+		len(attrLeaseExpiresAt) + 12 + len(attrLeaseExpiresRVN) + 36 + len(c.cfg.ttlAttribute) + 12 +
+		othersReserve
 	if size > maxItemBytes {
 		value := strconv.Itoa(len(data)) + " bytes of data"
 		if len(data) < size/2 {
@@ -321,7 +355,8 @@ func (c *Client) validateItemSize(option, key string, sortKey *string, data []by
 			option = "WithAdditionalAttributes"
 			value = strconv.Itoa(itemSize(additional)) + " bytes of additional attributes"
 		}
-		return invalid(option, value, "the lock item would be about %d bytes, over DynamoDB's %d-byte item limit", size, maxItemBytes)
+		return invalid(option, value, "the lock item would be about %d bytes (with %d kept for RWLock readers and fair-queue waiters), over DynamoDB's %d-byte item limit",
+			size, othersReserve, maxItemBytes)
 	}
 	return nil
 }

@@ -8,16 +8,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// rwView is what a read/write acquisition knows of the item.
-type rwView struct {
-	known  bool // an answer described the item, and no write since may have changed it
-	absent bool // there is no item
-	raw    map[string]types.AttributeValue
-	bad    error // the writer's part of the item cannot be decoded
-	failed error // the last call failed transiently
-
-	writer *lockRecord // the writer's part: nil when the slot is free (released)
-	token  uint64      // the item's fencing token
+// rwParts are the parts of a read/write lock's item beside the writer's
+// slot (which is the item's exclusive holder: view.rec): the readers, the
+// queue of waiters of both kinds and the counters. The engine's view of an
+// RWLock's key carries them (view.rw), each entry with the time this
+// client first saw its beat.
+type rwParts struct {
+	token uint64 // the item's fencing token
 
 	readers        []rwEntry
 	readersPresent bool   // the readers map exists
@@ -36,74 +33,67 @@ type rwEntry struct {
 	id    string
 	beat  string
 	lease time.Duration
-	bad   bool // not an entry this package wrote: counts as dead at once
+	bad   bool      // not an entry this package wrote: counts as dead at once
+	seen  time.Time // when this client first saw beat in the entry
 }
 
 // rwWaiter is a waiter in the queue: a fair-queue entry plus its kind.
 type rwWaiter struct {
 	waiter
 	writer bool
+	seen   time.Time // when this client first saw its beat
 }
 
-// decodeRWView reads item into a view. It never fails: a writer's part
-// that cannot be decoded is kept in bad.
-func (c *Client) decodeRWView(item map[string]types.AttributeValue) rwView {
-	v := rwView{known: true, raw: item, absent: len(item) == 0}
-	if v.absent {
-		return v
-	}
-	if _, released := item[attrIsReleased]; !released {
-		rec, err := c.cfg.schema.decodeItem(item)
-		if err != nil {
-			v.bad = err
-			return v
-		}
-		v.writer = rec
-	}
-	v.token, _ = uintAttr(item, attrFencingToken)
+// decodeRWParts reads the read/write parts of item. An attribute of the
+// wrong type is an *ItemFormatError: the item is then treated as held.
+func decodeRWParts(item map[string]types.AttributeValue) (*rwParts, error) {
+	p := &rwParts{}
+	p.token, _ = uintAttr(item, attrFencingToken)
 	if m, ok := item[attrReaders].(*types.AttributeValueMemberM); ok {
-		v.readersPresent = true
+		p.readersPresent = true
 		for id, ev := range m.Value {
-			v.readers = append(v.readers, decodeReader(id, ev))
+			p.readers = append(p.readers, decodeReader(id, ev))
 		}
-		slices.SortFunc(v.readers, func(a, b rwEntry) int { return strings.Compare(a.id, b.id) }) // see queueOf
+		slices.SortFunc(p.readers, func(a, b rwEntry) int { return strings.Compare(a.id, b.id) }) // see queueOf
 	} else if _, ok := item[attrReaders]; ok {
-		v.bad = &ItemFormatError{Attribute: attrReaders, Reason: "not of type M"}
-		return v
+		return nil, &ItemFormatError{Attribute: attrReaders, Reason: "not of type M"}
 	}
-	if _, ok := item[attrReadersVersion]; ok {
-		n, err := uintAttr(item, attrReadersVersion)
-		if err != nil {
-			v.bad = err
-			return v
-		}
-		v.readersVersion, v.versionPresent = n, true
+	var err error
+	if p.readersVersion, p.versionPresent, err = optionalUint(item, attrReadersVersion); err != nil {
+		return nil, err
 	}
-	if _, ok := item[attrWritersArrived]; ok {
-		n, err := uintAttr(item, attrWritersArrived)
-		if err != nil {
-			v.bad = err
-			return v
-		}
-		v.writersArrived, v.arrivedPresent = n, true
+	if p.writersArrived, p.arrivedPresent, err = optionalUint(item, attrWritersArrived); err != nil {
+		return nil, err
 	}
 	if m, ok := item[attrFairQueue].(*types.AttributeValueMemberM); ok {
-		v.queuePresent = true
+		p.queuePresent = true
 		for id, ev := range m.Value {
 			w := rwWaiter{waiter: decodeWaiter(id, ev)}
 			if e, ok := ev.(*types.AttributeValueMemberM); ok {
 				k, _ := e.Value["k"].(*types.AttributeValueMemberS)
 				w.writer = k != nil && k.Value == "w"
 			}
-			v.queue = append(v.queue, w)
+			p.queue = append(p.queue, w)
 		}
-		slices.SortFunc(v.queue, func(a, b rwWaiter) int { return strings.Compare(a.id, b.id) }) // see queueOf
+		slices.SortFunc(p.queue, func(a, b rwWaiter) int { return strings.Compare(a.id, b.id) }) // see queueOf
 	} else if _, ok := item[attrFairQueue]; ok {
-		v.bad = &ItemFormatError{Attribute: attrFairQueue, Reason: "not of type M"}
+		return nil, &ItemFormatError{Attribute: attrFairQueue, Reason: "not of type M"}
 	}
-	return v
+	return p, nil
 }
 
+// optionalUint reads the number attribute name, if item has it.
+func optionalUint(item map[string]types.AttributeValue, name string) (uint64, bool, error) {
+	if _, ok := item[name]; !ok {
+		return 0, false, nil
+	}
+	n, err := uintAttr(item, name)
+	return n, err == nil, err
+}
+
+// decodeReader reads a reader's entry. Its lease is read back as written,
+// whatever its length: a reader holds the lock for the lease it asked
+// for (WithLockLease, Lock.Ensure), as a writer does.
 func decodeReader(id string, ev types.AttributeValue) rwEntry {
 	r := rwEntry{id: id, bad: true}
 	e, ok := ev.(*types.AttributeValueMemberM)
@@ -112,71 +102,40 @@ func decodeReader(id string, ev types.AttributeValue) rwEntry {
 	}
 	b, ok := e.Value["b"].(*types.AttributeValueMemberS)
 	l, err := uintAttr(e.Value, "l")
-	if !ok || err != nil || l == 0 || l > uint64(maxWaiterLease/time.Millisecond) {
+	if !ok || err != nil || l == 0 || l > uint64(maxLease/time.Millisecond) {
 		return r
 	}
 	return rwEntry{id: id, beat: b.Value, lease: time.Duration(l) * time.Millisecond}
 }
 
-// rwSeen is what one acquisition has seen of the others' beats, on its own
-// clock: an entry (the writer's RVN, a reader's or a waiter's beat) is dead
-// once it has stayed unchanged for its lease.
-type rwSeen struct {
-	writer  beatSeen
-	readers map[string]beatSeen
-	queue   map[string]beatSeen
-}
+// maxLease is the longest lease a time.Duration holds.
+const maxLease = time.Duration(1<<63 - 1)
 
-func newRWSeen() *rwSeen {
-	return &rwSeen{readers: make(map[string]beatSeen), queue: make(map[string]beatSeen)}
-}
-
-func (s *rwSeen) observe(v *rwView, now time.Time) {
-	if v.writer != nil && s.writer.beat != v.writer.rvn {
-		s.writer = beatSeen{beat: v.writer.rvn, at: now}
+// observe records, on this client's shared observations (here), the beats
+// of the readers and waiters p shows on the key regKey, and gives each
+// entry the time this client first saw its beat: judged on those, an
+// acquisition that gives up (FailIfLocked) and the next one on the key
+// take over the same dead entries a single long wait would.
+func (p *rwParts) observe(h *here, regKey string, now time.Time) {
+	beats := make(map[string]string, len(p.readers)+len(p.queue))
+	for _, r := range p.readers {
+		beats["r"+r.id] = r.beat
 	}
-	ids := make(map[string]string, len(v.readers))
-	for _, r := range v.readers {
-		ids[r.id] = r.beat
+	for _, w := range p.queue {
+		beats["q"+w.id] = w.beat
 	}
-	observeBeats(s.readers, ids, now)
-	ids = make(map[string]string, len(v.queue))
-	for _, w := range v.queue {
-		ids[w.id] = w.beat
+	seen := h.observeBeats(regKey, beats, now)
+	for i := range p.readers {
+		p.readers[i].seen = seen["r"+p.readers[i].id]
 	}
-	observeBeats(s.queue, ids, now)
-}
-
-func observeBeats(seen map[string]beatSeen, beats map[string]string, now time.Time) {
-	for id := range seen {
-		if _, ok := beats[id]; !ok {
-			delete(seen, id)
-		}
-	}
-	for id, beat := range beats {
-		if s, ok := seen[id]; !ok || s.beat != beat {
-			seen[id] = beatSeen{beat: beat, at: now}
-		}
+	for i := range p.queue {
+		p.queue[i].seen = seen["q"+p.queue[i].id]
 	}
 }
 
-type rwStep uint8
-
-const (
-	rwRead  rwStep = iota // read the item at `at`
-	rwWrite               // send the granting write
-	rwJoin                // add or renew this waiter's entry in the queue
-	rwClaim               // the item carries this call's own grant, whose answer was lost
-	rwFail                // give up with err
-)
-
-// rwDecision is what a read/write acquisition does next.
-type rwDecision struct {
-	step rwStep
-	at   time.Time
-	err  error
-	// For rwWrite:
-	takeover      string   // the dead writer's RVN, if the writer's slot is taken over
+// rwGrant is what a read/write lock's granting write removes beside
+// taking the lock.
+type rwGrant struct {
 	removeReaders []string // dead readers dropped by this write (conditioned on the readers' version)
 	removeQueue   []string // queue entries dropped: this waiter's own and dead ones
 	// removeBeats holds, for each entry of removeQueue, the beat it was
@@ -189,13 +148,11 @@ type rwDecision struct {
 	// (0: none): the write requires it still there, since the place it
 	// decided from is gone once others dropped the entry as dead.
 	mineAt int
-	claim  string // for rwClaim: the beat (reader) or RVN (writer) of the attempt
 }
 
-// rwInput is everything the decision looks at.
+// rwInput is everything a read/write acquisition's decision looks at.
 type rwInput struct {
-	view      *rwView
-	seen      *rwSeen
+	view      *view
 	now       time.Time
 	start     time.Time
 	name      string
@@ -211,36 +168,39 @@ type rwInput struct {
 	maxReader int
 }
 
-// rwDecide is a read/write acquisition's one decision: a pure function of
-// what it has seen and the time.
+// rwDecide is a read/write acquisition's decision, the engine's decide for
+// this kind of holder: a pure function of what it has seen and the time.
 //
 // A reader may go when no live writer holds the lock, no live writer waits
 // before it in the queue (a reader that is not in the queue is behind
 // everyone in it), and the live readers plus the live readers waiting
 // before it leave room under the bound. A writer may go when no live
 // writer holds it, no live reader holds it, and nobody live waits before
-// it. Everyone else waits in the queue, renewing its entry.
-func rwDecide(in rwInput) rwDecision {
+// it. Everyone else waits in the queue, renewing its entry; one that finds
+// the queue full (maxWaiters) waits behind it, polling, until a place
+// frees.
+func rwDecide(in rwInput) decision {
 	v := in.view
 	switch {
 	case !v.known && v.failed == nil && len(in.attempts) == 0:
 		// Nothing known yet: write at once, on the conditions of the usual
 		// case (a blind write: see readerGrant), and learn the item from
 		// the failure otherwise.
-		return rwDecision{step: rwWrite}
+		return decision{step: stepWrite}
 	case !v.known:
 		if v.failed != nil && !in.deadline.IsZero() && !in.now.Before(in.deadline) {
-			return rwDecision{step: rwFail, err: notGranted(v.failed, "rwlock %q", in.name)}
+			return decision{step: stepFail, err: notGranted(v.failed, "rwlock %q", in.name)}
 		}
-		return rwDecision{step: rwRead, at: in.now.Add(in.refresh)}
+		return decision{step: stepRead, at: in.now.Add(in.refresh)}
 	case v.absent:
-		return rwDecision{step: rwWrite}
+		return decision{step: stepWrite}
 	case v.bad != nil:
-		return rwDecision{step: rwFail, err: notGranted(v.bad, "rwlock %q holds an item this client cannot interpret; it is treated as held", in.name)}
+		return decision{step: stepFail, err: notGranted(v.bad, "rwlock %q holds an item this client cannot interpret; it is treated as held", in.name)}
 	}
 	if d, ok := rwOwnGrant(in); ok {
 		return d
 	}
+	p := v.rw
 	live := func(at time.Time, lease time.Duration) bool { return in.now.Before(at.Add(lease)) }
 	wake := in.now.Add(in.refresh)
 	soonest := func(at time.Time) { // an entry that may die before the next poll
@@ -249,54 +209,59 @@ func rwDecide(in rwInput) rwDecision {
 		}
 	}
 
-	var d rwDecision
+	d := decision{step: stepWrite, grant: &rwGrant{}}
+	g := d.grant
+	var writer *lockRecord
+	if v.rec != nil && !v.rec.released {
+		writer = v.rec
+	}
 	writerLive := false
-	if w := v.writer; w != nil {
-		if live(in.seen.writer.at, w.lease) {
+	if writer != nil {
+		if live(v.seen, writer.lease) {
 			writerLive = true
-			soonest(in.seen.writer.at.Add(w.lease))
+			soonest(v.seen.Add(writer.lease))
 		} else {
-			d.takeover = w.rvn
+			d.takeover = writer.rvn
 		}
 	}
 	liveReaders := 0
-	for _, r := range v.readers {
+	for _, r := range p.readers {
 		if r.id == in.id {
 			continue // this call's own entry, whose lease is over (rwOwnGrant): the grant writes it anew
 		}
-		if !r.bad && live(in.seen.readers[r.id].at, r.lease) {
+		if !r.bad && live(r.seen, r.lease) {
 			liveReaders++
-			soonest(in.seen.readers[r.id].at.Add(r.lease))
+			soonest(r.seen.Add(r.lease))
 		} else {
-			d.removeReaders = append(d.removeReaders, r.id)
+			g.removeReaders = append(g.removeReaders, r.id)
 		}
 	}
 	// This waiter's ticket orders it only while its entry is in the queue:
 	// one not in it (yet, or dropped as dead) is behind everyone in it.
-	mine := slices.ContainsFunc(v.queue, func(w rwWaiter) bool { return w.id == in.id })
+	mine := slices.ContainsFunc(p.queue, func(w rwWaiter) bool { return w.id == in.id })
 	ticket := in.ticket
 	if !mine {
 		ticket = 0
 	}
 	writerBefore, readersBefore, anyBefore := false, 0, false
-	for _, w := range v.queue {
+	for _, w := range p.queue {
 		if w.id == in.id {
-			d.removeQueue = append(d.removeQueue, w.id)
-			d.removeBeats = append(d.removeBeats, "")
-			d.mineAt = len(d.removeQueue)
+			g.removeQueue = append(g.removeQueue, w.id)
+			g.removeBeats = append(g.removeBeats, "")
+			g.mineAt = len(g.removeQueue)
 			continue
 		}
-		if w.bad || !live(in.seen.queue[w.id].at, w.lease) {
-			if len(d.removeQueue) < maxRemovals {
-				d.removeQueue = append(d.removeQueue, w.id)
-				d.removeBeats = append(d.removeBeats, w.beat)
+		if w.bad || !live(w.seen, w.lease) {
+			if len(g.removeQueue) < maxRemovals {
+				g.removeQueue = append(g.removeQueue, w.id)
+				g.removeBeats = append(g.removeBeats, w.beat)
 			}
 			continue
 		}
 		if ticket != 0 && !w.before(ticket, in.id) {
 			continue // behind this waiter
 		}
-		soonest(in.seen.queue[w.id].at.Add(w.lease))
+		soonest(w.seen.Add(w.lease))
 		anyBefore = true
 		if w.writer {
 			writerBefore = true
@@ -308,66 +273,69 @@ func rwDecide(in rwInput) rwDecision {
 	var blocked error
 	switch {
 	case writerLive:
-		blocked = &LockHeldError{Key: in.name, Owner: v.writer.owner, LeaseDuration: v.writer.lease}
+		blocked = &LockHeldError{Key: in.name, Owner: writer.owner, LeaseDuration: writer.lease}
 	case in.writer && liveReaders > 0:
 		blocked = &LockHeldError{Key: in.name, Owner: "(readers)", LeaseDuration: 0}
 	case in.writer && anyBefore, !in.writer && writerBefore:
 		blocked = &LockHeldError{Key: in.name, Owner: "(waiters in the queue)", LeaseDuration: 0}
 	case !in.writer && liveReaders >= in.maxReader:
-		return rwDecision{step: rwFail, err: notGranted(&TooManyReadersError{Name: in.name, Max: in.maxReader}, "rwlock %q", in.name)}
+		return decision{step: stepFail, err: notGranted(&TooManyReadersError{Name: in.name, Max: in.maxReader}, "rwlock %q", in.name)}
 	case !in.writer && liveReaders+readersBefore >= in.maxReader:
 		// Readers before this one fill the last places: wait until they
 		// are in, and are refused then if no place is left.
 		blocked = &TooManyReadersError{Name: in.name, Max: in.maxReader}
 	}
 	if blocked == nil {
-		d.step = rwWrite
-		if !in.writer && liveReaders+len(d.removeReaders) < in.maxReader {
-			d.removeReaders = nil // room without dropping the dead: leave them to a writer
+		if !in.writer && liveReaders+len(g.removeReaders) < in.maxReader {
+			g.removeReaders = nil // room without dropping the dead: leave them to a writer
 		}
 		return d
 	}
 	switch {
 	case in.failFast:
-		return rwDecision{step: rwFail, err: notGranted(blocked, "FailIfLocked")}
+		return decision{step: stepFail, err: notGranted(blocked, "FailIfLocked")}
 	case !in.deadline.IsZero() && !in.now.Before(in.deadline):
-		return rwDecision{step: rwFail, err: notGranted(&TimeoutError{Age: in.now.Sub(in.start)}, "rwlock %q stayed unavailable: %v", in.name, blocked)}
+		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: in.now.Sub(in.start)}, "rwlock %q stayed unavailable: %v", in.name, blocked)}
+	case !mine && len(p.queue) >= maxWaiters:
+		// No place in the queue: wait behind it, and join once one frees.
 	case !mine || !in.now.Before(in.renewAt):
-		return rwDecision{step: rwJoin}
+		return decision{step: stepJoin}
+	default:
+		wake = earliest(wake, in.renewAt)
 	}
-	wake = earliest(wake, in.renewAt)
 	if !in.deadline.IsZero() {
 		wake = earliest(wake, in.deadline)
 	}
-	return rwDecision{step: rwRead, at: wake}
+	return decision{step: stepRead, at: wake}
 }
 
 // rwOwnGrant recognises an item that carries a granting write of this call
 // whose answer was lost (or came after a failure the SDK retried).
-func rwOwnGrant(in rwInput) (rwDecision, bool) {
+func rwOwnGrant(in rwInput) (decision, bool) {
 	v := in.view
 	if in.writer {
-		if v.writer == nil || v.writer.owner != in.owner {
-			return rwDecision{}, false
+		w := v.rec
+		if w == nil || w.released || w.owner != in.owner {
+			return decision{}, false
 		}
-		a, ok := in.attempts[v.writer.rvn]
+		a, ok := in.attempts[w.rvn]
 		if !ok {
-			return rwDecision{}, false
+			return decision{}, false
 		}
 		if in.now.Before(a.sent.Add(a.lease)) {
-			return rwDecision{step: rwClaim, claim: v.writer.rvn}, true
+			return decision{step: stepClaim, claim: w.rvn}, true
 		}
-		return rwDecision{step: rwWrite, takeover: v.writer.rvn}, true // ours, but its lease is over: take it anew
+		return decision{step: stepWrite, takeover: w.rvn, grant: &rwGrant{}}, true // ours, but its lease is over: take it anew
 	}
-	for _, r := range v.readers {
+	for _, r := range v.rw.readers {
 		if r.id != in.id {
 			continue
 		}
 		if a, ok := in.attempts[r.beat]; ok && in.now.Before(a.sent.Add(a.lease)) {
-			return rwDecision{step: rwClaim, claim: r.beat}, true
+			return decision{step: stepClaim, claim: r.beat}, true
 		}
 		// Ours, but its lease is over: it counts as a dead reader, and the
 		// next grant writes the entry anew.
 	}
-	return rwDecision{}, false
+	return decision{}, false
 }

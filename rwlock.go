@@ -2,13 +2,11 @@ package dynamolock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -83,7 +81,12 @@ func (e *TooManyReadersError) Error() string {
 // unchanged for its lease: those dead readers are dropped by the same
 // write. A waiter or reader that stops renewing is dropped once its entry
 // stayed unchanged for its lease, as each observer sees it on its own
-// clock, as a dead holder is.
+// clock, as a dead holder is. What a call saw is kept by its client, so
+// a try-lock ([FailIfLocked]) polled again takes over the dead after one
+// lease, as a plain lock's does. A reader's lease is any a lock may have
+// ([WithLockLease], [Lock.Ensure]); a waiter's entry claims its lease up to
+// an hour. At most 100 waiters hold a place in the queue; one that finds it
+// full waits behind them, polling, and takes a place when one frees.
 //
 // # Costs in DynamoDB calls
 //
@@ -174,32 +177,16 @@ func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOp
 	if err := rw.validate(writer, o); err != nil {
 		return nil, err
 	}
-	what := "rwlock " + strconv.Quote(rw.name)
-	// The writer's slot is a plain lock: the engine's acquisition claims,
-	// holds and undoes its writes (its one watch is the item's key).
-	pa := c.newAcquisition(modeOne, o, []string{rw.name}, what)
-	start := pa.start
-	a := &rwAcquisition{rw: rw, writer: writer, o: o, start: start, id: randomID(), seen: newRWSeen(),
-		attempts: pa.attempts, engine: pa}
-	a.lease = min(max(o.lease, time.Millisecond), maxWaiterLease)
-	admitBy := pa.waitEnd(o.lease)
-	if o.additionalTimeToWait != forever {
-		a.deadline = admitBy
-	}
-	admitted, err := c.admit(ctx, 1, o.lease, admitBy, what)
+	// The engine's acquisition of the item's key, with this kind's state:
+	// its loop, undo, deadline, admission and Close are every kind's.
+	a := c.newAcquisition(modeOne, o, []string{rw.name}, "rwlock "+strconv.Quote(rw.name))
+	a.rw = &rwState{writer: writer, id: randomID(), lease: min(max(o.lease, time.Millisecond), maxWaiterLease)}
+	locks, err := a.admitThenRun(ctx)
+	c.metrics.acquired(ctx, err, c.since(a.start))
 	if err != nil {
 		return nil, err
 	}
-	l, err := a.run(ctx)
-	admitted.end(err == nil)
-	if err != nil {
-		cctx, cancel := rw.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
-		a.undo(cctx)
-		a.leave(cctx)
-		cancel()
-	}
-	c.metrics.acquired(ctx, err, rw.c.since(start))
-	return l, err
+	return locks[0], nil
 }
 
 func (rw *RWLock) validate(writer bool, o *acquireLockOptions) error {
@@ -218,200 +205,66 @@ func (rw *RWLock) validate(writer bool, o *acquireLockOptions) error {
 	return rw.c.checkKey(rw.name, o)
 }
 
-// rwAcquisition is the state of one RLock or Lock call.
-type rwAcquisition struct {
-	rw       *RWLock
-	writer   bool
-	o        *acquireLockOptions
-	start    time.Time
-	deadline time.Time // zero: ctx bounds the wait
-	id       string    // the reader's entry and the waiter's queue entry
-	lease    time.Duration
-	ticket   uint64    // 0: not in the queue
-	beatAt   time.Time // when the queue entry was last written
+// rwState is what the engine's acquisition of an RWLock's key carries for
+// its kind of holder (acquisition.rw): a reader or the writer, its entry's
+// id, and its place in the queue.
+type rwState struct {
+	writer bool
+	id     string        // the reader's entry and the waiter's queue entry
+	lease  time.Duration // the queue entry's lease
+	// ticket is this waiter's place, drawn once at its first join and kept
+	// (0: not drawn): a join whose answer was lost may have landed, and a
+	// waiter that came later must not go first.
+	ticket uint64
+	beatAt time.Time // when the queue entry was last written
 	// counted: a join of this writer that counted it in writersArrived
 	// landed (one that failed its condition did not count it; one whose
 	// answer was lost may have, and counting twice is harmless).
 	counted bool
-	joined  bool // a join landed: ticket is this waiter's place
-	seen    *rwSeen
-	// attempts holds every granting write, by the beat (reader) or RVN
-	// (writer) it wrote, to recognise one whose answer was lost (the
-	// engine's map: a writer's attempts are its to claim and undo).
-	attempts map[string]attempt
-	engine   *acquisition
 }
 
-func (a *rwAcquisition) run(ctx context.Context) (*Lock, error) {
-	v := &rwView{}
-	for {
-		d := rwDecide(rwInput{view: v, seen: a.seen, now: a.rw.c.now(), start: a.start, name: a.rw.name, writer: a.writer,
-			owner: a.rw.c.cfg.ownerName, id: a.id, ticket: a.ticket, renewAt: a.beatAt.Add(a.lease / 3), attempts: a.attempts,
-			deadline: a.deadline, failFast: a.o.failIfLocked, refresh: a.o.refreshPeriod - randomUpTo(a.o.refreshJitter),
-			maxReader: MaxReaders})
-		var err error
-		switch d.step {
-		case rwWrite:
-			var l *Lock
-			if l, err = a.grant(ctx, d, v); l != nil {
-				return l, nil
-			}
-		case rwJoin:
-			err = a.join(ctx, v)
-		case rwRead:
-			if err = a.rw.c.pause(ctx, a.rw.c.until(d.at), nil, "rwlock "+strconv.Quote(a.rw.name)); err == nil {
-				item, rerr := a.rw.c.getItem(ctx, a.rw.c.itemKeyOf(a.rw.name, a.o.sortKey))
-				err = a.learn(ctx, v, item, rerr)
-			}
-		case rwClaim:
-			return a.claim(ctx, v, d.claim)
-		case rwFail:
-			return nil, d.err
-		}
-		if err != nil {
-			return nil, err
-		}
+// reader reports whether a is an RWLock reader's acquisition.
+func (a *acquisition) reader() bool { return a.rw != nil && !a.rw.writer }
+
+// rwDecideNext is decideNext for an RWLock's key.
+func (a *acquisition) rwDecideNext(w *watch, now time.Time) decision {
+	deadline := time.Time{}
+	if a.o.additionalTimeToWait != forever {
+		deadline = a.waitEnd(a.o.lease)
 	}
+	return rwDecide(rwInput{view: &w.v, now: now, start: a.start, name: w.key, writer: a.rw.writer,
+		owner: a.c.cfg.ownerName, id: a.rw.id, ticket: a.rw.ticket, renewAt: a.rw.beatAt.Add(a.rw.lease / 3), attempts: a.attempts,
+		deadline: deadline, failFast: a.o.failIfLocked, refresh: a.o.refreshPeriod - randomUpTo(a.o.refreshJitter),
+		maxReader: MaxReaders})
 }
 
-// learn records what an answer showed: item, or err when the call failed.
-func (a *rwAcquisition) learn(ctx context.Context, v *rwView, item map[string]types.AttributeValue, err error) error {
+// learnRW decodes the read/write parts of item into v, with what this
+// client has seen of their beats.
+func (a *acquisition) learnRW(w *watch, item map[string]types.AttributeValue, now time.Time) {
+	v := &w.v
+	if _, released := item[attrIsReleased]; released && v.bad != nil {
+		v.rec, v.bad = nil, nil // a released writer's slot: only its mark counts
+	}
+	p, err := decodeRWParts(item)
 	if err != nil {
-		*v = rwView{}
-		return a.failed(ctx, v, err)
+		v.bad = err
+		return
 	}
-	*v = a.rw.c.decodeRWView(item)
-	a.seen.observe(v, a.rw.c.now())
-	if a.ticket != 0 && !v.absent && v.bad == nil {
+	p.observe(&a.c.here, w.regKey, now)
+	v.rw = p
+	if a.rw.ticket != 0 && !slices.ContainsFunc(p.queue, func(q rwWaiter) bool { return q.id == a.rw.id }) {
 		// An entry of ours that is gone (dropped as dead by someone who
 		// did not see it renewed) is written again with the same ticket.
-		found := false
-		for _, w := range v.queue {
-			found = found || w.id == a.id
-		}
-		if !found {
-			a.beatAt = time.Time{}
-		}
+		a.rw.beatAt = time.Time{}
 	}
-	return nil
 }
 
-// failed keeps a transient failure in v for the decision; anything else,
-// or ctx's end, ends the call.
-func (a *rwAcquisition) failed(ctx context.Context, v *rwView, err error) error {
-	if ctx.Err() != nil {
-		return notGranted(errors.Join(ctx.Err(), err), "rwlock %q: context done", a.rw.name)
+// readerRecord is the record of the reader's lock that the granting write
+// of attempt beat gave, on the item v shows.
+func (a *acquisition) readerRecord(w *watch, beat string, at attempt) *lockRecord {
+	var token uint64
+	if w.v.rw != nil {
+		token = w.v.rw.token
 	}
-	if a.o.failIfLocked || !isTransient(err) || unreachable(err, a.rw.c.since(a.start)) {
-		var lng *LockNotGrantedError
-		if errors.As(err, &lng) {
-			return err
-		}
-		return notGranted(err, "rwlock %q", a.rw.name)
-	}
-	a.rw.c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "rwlock acquire failed, retrying", slogKey(a.rw.name), slogErr(err))
-	v.failed = err
-	return nil
-}
-
-// answer learns what a failed granting or joining write showed: the item
-// a failed condition returned, or the error.
-func (a *rwAcquisition) answer(ctx context.Context, v *rwView, err error) error {
-	var ccf *types.ConditionalCheckFailedException
-	switch {
-	case errors.As(err, &ccf) && len(ccf.Item) > 0:
-		return a.learn(ctx, v, ccf.Item, nil)
-	case errors.As(err, &ccf):
-		*v = rwView{} // no item came back (an emulator): read it
-		return nil
-	}
-	*v = rwView{}
-	return a.failed(ctx, v, err)
-}
-
-// grant sends the granting write of d: a reader's entry, or the writer's
-// slot. It returns the lock, or updates v with what the answer showed.
-func (a *rwAcquisition) grant(ctx context.Context, d rwDecision, v *rwView) (*Lock, error) {
-	c := a.rw.c
-	sent := a.rw.c.now()
-	var in *dynamodb.UpdateItemInput
-	var wrote *acquiredItem
-	var beat string
-	if a.writer {
-		beat = newRVN()
-		in, wrote = a.writerGrant(d, v, beat, sent)
-	} else {
-		beat = newRVN()
-		in = a.readerGrant(d, v, beat, sent)
-	}
-	at := attempt{sent: sent, lease: a.o.lease, unsure: true}
-	if a.writer {
-		at.on = a.engine.watches
-	}
-	a.attempts[beat] = at
-	out, err := c.updateItem(ctx, in)
-	if err == nil {
-		item := out.Attributes
-		if a.writer {
-			item = wrote.after(in.Key, out.Attributes)
-		}
-		if !a.rw.c.now().Before(sent.Add(at.lease)) {
-			// The answer came after the lease it granted ran out (a pause).
-			return nil, a.learn(ctx, v, item, nil)
-		}
-		if !a.writer {
-			*v = c.decodeRWView(item)
-		}
-		return a.holdItem(ctx, item, v, beat, at)
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) && !mayHaveLanded(err) && !a.carries(ccf.Item, beat) || !errors.As(err, &ccf) && surelyNotApplied(err) {
-		at.unsure = false
-		a.attempts[beat] = at
-	}
-	if blind := !v.known; blind && errors.As(err, &ccf) && len(ccf.Item) == 0 && !at.unsure {
-		// The blind write found no item (DynamoDB returns the item a
-		// condition failed on): create it.
-		*v = rwView{known: true, absent: true}
-		return nil, nil
-	}
-	return nil, a.answer(ctx, v, err)
-}
-
-// carries reports whether item shows the granting write that wrote beat.
-func (a *rwAcquisition) carries(item map[string]types.AttributeValue, beat string) bool {
-	if a.writer {
-		return carriesRVN(item, beat)
-	}
-	m, _ := item[attrReaders].(*types.AttributeValueMemberM)
-	if m == nil {
-		return false
-	}
-	return decodeReader(a.id, m.Value[a.id]).beat == beat
-}
-
-// claim turns the item this call's own earlier write landed in into a
-// held lock.
-func (a *rwAcquisition) claim(ctx context.Context, v *rwView, beat string) (*Lock, error) {
-	return a.holdItem(ctx, v.raw, v, beat, a.attempts[beat])
-}
-
-func (a *rwAcquisition) holdItem(ctx context.Context, item map[string]types.AttributeValue, v *rwView, beat string, at attempt) (*Lock, error) {
-	c := a.rw.c
-	if a.writer {
-		return a.engine.holdItem(ctx, a.engine.watches[0], item, at)
-	}
-	rec := &lockRecord{owner: c.cfg.ownerName, lease: at.lease, rvn: beat, fencingToken: v.token}
-	l := newHeldLock(c, a.rw.name, a.o.sortKey, rec, at.sent)
-	l.leaseEnd = at.sent.Add(at.lease)
-	l.reader = true
-	l.rare = &lockRare{readerID: a.id}
-	l.monitor = a.o.sessionMonitor
-	err := c.register(ctx, l)
-	clear(a.attempts) // nothing to undo: the lock is held, or register ended it
-	if err != nil {
-		return nil, err
-	}
-	l.log(slog.LevelInfo, "read lock acquired", slogDuration("waited", a.rw.c.since(a.start)))
-	return l, nil
+	return &lockRecord{owner: a.c.cfg.ownerName, lease: at.lease, rvn: beat, fencingToken: token}
 }

@@ -7,7 +7,6 @@ package dynamolock
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,11 +17,88 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
+// grant sends the granting write of w.next: a reader's entry, or the
+// writer's slot. It returns the lock, or updates w with what the answer
+// showed, or returns the error that ends the call (acquisition.write for
+// an RWLock's key).
+func (a *acquisition) grant(ctx context.Context, w *watch) ([]*Lock, error) {
+	c, d := a.c, w.next
+	beat := newRVN() // the writer's RVN, or the reader's beat
+	sent := c.now()
+	var in *dynamodb.UpdateItemInput
+	var wrote *acquiredItem
+	if a.rw.writer {
+		in, wrote = a.writerGrant(w, d, beat, sent)
+	} else {
+		in = a.readerGrant(w, d, beat, sent)
+	}
+	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}, reader: !a.rw.writer}
+	a.attempts[beat] = at
+	c.here.sending(beat)
+	c.here.noteCall(w)
+	blind := !w.v.known
+	out, err := a.updateItem(ctx, in)
+	if err == nil {
+		item := out.Attributes
+		if a.rw.writer {
+			item = wrote.after(in.Key, out.Attributes)
+		}
+		if !c.now().Before(sent.Add(at.lease)) {
+			// The answer came after the lease it granted ran out (a pause):
+			// take the lock anew rather than return one already lost.
+			return nil, a.learn(ctx, w, item, nil)
+		}
+		var l *Lock
+		if a.rw.writer {
+			l, err = a.holdItem(ctx, w, item, at)
+		} else if err = a.learn(ctx, w, item, nil); err == nil {
+			l, err = a.holdRecord(ctx, w, a.readerRecord(w, beat, at), at)
+		}
+		if l == nil || err != nil {
+			return nil, err // no lock: lost before it could be returned; decided anew
+		}
+		return []*Lock{l}, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	isCCF := errors.As(err, &ccf)
+	if isCCF && !mayHaveLanded(err) && !a.carries(ccf.Item, beat) || !isCCF && surelyNotApplied(err) {
+		at.unsure = false
+		a.attempts[beat] = at
+	}
+	switch {
+	case isCCF && len(ccf.Item) > 0:
+		return nil, a.learn(ctx, w, ccf.Item, nil)
+	case isCCF && blind && !at.unsure:
+		// The blind write found no item (DynamoDB returns the item a
+		// condition failed on): create it.
+		w.v = view{known: true, absent: true}
+		w.dirty = true
+		return nil, nil
+	case isCCF:
+		w.forget() // no item came back (an emulator): read it
+		return nil, nil
+	}
+	w.forget()
+	return nil, a.failed(ctx, w, err)
+}
+
+// carries reports whether item shows the granting write that wrote beat.
+func (a *acquisition) carries(item map[string]types.AttributeValue, beat string) bool {
+	if a.rw.writer {
+		return carriesRVN(item, beat)
+	}
+	m, _ := item[attrReaders].(*types.AttributeValueMemberM)
+	if m == nil {
+		return false
+	}
+	return decodeReader(a.rw.id, m.Value[a.rw.id]).beat == beat
+}
+
 // readerGrant builds a reader's granting write: its entry in readers, the
 // writer's slot marked free, and its queue entry and the dead ones
 // removed.
-func (a *rwAcquisition) readerGrant(d rwDecision, v *rwView, beat string, sent time.Time) *dynamodb.UpdateItemInput {
-	c := a.rw.c
+func (a *acquisition) readerGrant(w *watch, d decision, beat string, sent time.Time) *dynamodb.UpdateItemInput {
+	c, v, g := a.c, &w.v, grantOf(d)
 	b := newExprBuilder()
 	pk, rel, rs, rver := b.name("#pk", c.cfg.partitionKeyName), b.name("#r", attrIsReleased), b.name("#R", attrReaders), b.name("#rv", attrReadersVersion)
 	entry := readerEntry(beat, a.o.lease)
@@ -39,42 +115,43 @@ func (a *rwAcquisition) readerGrant(d rwDecision, v *rwView, beat string, sent t
 	}
 	cond += ")"
 	remove := ""
-	if !v.known {
+	switch {
+	case !v.known:
 		// Blind: the usual case of a lock in use, where the readers map
 		// exists and nobody waits (so no writer waits: one that arrives
 		// later is behind this reader).
 		q := b.name("#q", attrFairQueue)
-		set += ", " + rs + "." + b.name("#me", a.id) + " = " + b.value(":e", entry)
+		set += ", " + rs + "." + b.name("#me", a.rw.id) + " = " + b.value(":e", entry)
 		cond += " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders)) +
 			" AND (attribute_not_exists(" + q + ") OR size(" + q + ") = " + b.value(":zero", attrN(0)) + ")"
-	} else if v.readersPresent {
-		set += ", " + rs + "." + b.name("#me", a.id) + " = " + b.value(":e", entry)
-		if len(d.removeReaders) > 0 {
-			cond += " AND " + versionCond(b, v)
-			for i, id := range d.removeReaders {
+	case v.rw != nil && v.rw.readersPresent:
+		set += ", " + rs + "." + b.name("#me", a.rw.id) + " = " + b.value(":e", entry)
+		if len(g.removeReaders) > 0 {
+			cond += " AND " + versionCond(b, v.rw)
+			for i, id := range g.removeReaders {
 				remove += ", " + rs + "." + b.name("#d"+strconv.Itoa(i), id)
 			}
 		} else {
 			cond += " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders))
 		}
-	} else {
-		set += ", " + rs + " = " + b.value(":e", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{a.id: entry}})
+	default:
+		set += ", " + rs + " = " + b.value(":e", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{a.rw.id: entry}})
 		cond += " AND attribute_not_exists(" + rs + ")"
 	}
 	switch {
 	case !v.known: // the queue's condition above
-	case v.arrivedPresent:
-		cond += " AND " + b.name("#wa", attrWritersArrived) + " = " + b.value(":wa", attrN(v.writersArrived))
+	case v.rw != nil && v.rw.arrivedPresent:
+		cond += " AND " + b.name("#wa", attrWritersArrived) + " = " + b.value(":wa", attrN(v.rw.writersArrived))
 	default:
 		cond += " AND attribute_not_exists(" + b.name("#wa", attrWritersArrived) + ")"
 	}
-	if len(d.removeQueue) > 0 {
+	if len(g.removeQueue) > 0 {
 		q := b.name("#q", attrFairQueue)
 		cond += " AND attribute_exists(" + q + ")"
-		for i, id := range d.removeQueue {
+		for i, id := range g.removeQueue {
 			remove += ", " + q + "." + b.name("#w"+strconv.Itoa(i), id)
 		}
-		cond += queueBeatConds(b, d)
+		cond += queueBeatConds(b, g)
 	}
 	// No TTL may delete an item readers hold; no stored expiry outlives the
 	// writer that wrote it.
@@ -83,21 +160,29 @@ func (a *rwAcquisition) readerGrant(d rwDecision, v *rwView, beat string, sent t
 		remove += ", " + b.name("#ttl", c.cfg.ttlAttribute)
 	}
 	update := set + " REMOVE " + remove[2:] + " ADD " + rver + " " + b.value(":one", attrN(1))
-	in := c.guardedUpdate(c.itemKeyOf(a.rw.name, a.o.sortKey), b, update, cond)
+	in := c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond)
 	in.ReturnValues = types.ReturnValueAllNew
 	return in
+}
+
+// grantOf is d's grant (nothing to remove for a blind write).
+func grantOf(d decision) *rwGrant {
+	if d.grant == nil {
+		return &rwGrant{}
+	}
+	return d.grant
 }
 
 // writerGrant builds a writer's granting write: a plain acquiring write
 // (acquireWrite: the writer's slot, the fencing token, the queue) plus the
 // readers' condition, and the dead readers dropped.
-func (a *rwAcquisition) writerGrant(d rwDecision, v *rwView, rvn string, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
-	c := a.rw.c
+func (a *acquisition) writerGrant(w *watch, d decision, rvn string, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
+	c, v, g := a.c, &w.v, grantOf(d)
 	q := &queueWrite{empty: true}
-	if v.queuePresent && len(v.queue) > 0 {
-		q = &queueWrite{remove: d.removeQueue}
+	if v.rw != nil && v.rw.queuePresent && len(v.rw.queue) > 0 {
+		q = &queueWrite{remove: g.removeQueue}
 	}
-	in, wrote := c.acquireWrite(a.rw.name, a.o.sortKey, a.o, rvn, d.takeover, q, sent)
+	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, q, sent)
 	names, values := in.ExpressionAttributeNames, in.ExpressionAttributeValues
 	if values == nil {
 		values = make(map[string]types.AttributeValue)
@@ -106,17 +191,17 @@ func (a *rwAcquisition) writerGrant(d rwDecision, v *rwView, rvn string, sent ti
 	rs := b.name("#rwR", attrReaders)
 	cond := aws.ToString(in.ConditionExpression)
 	if len(q.remove) > 0 {
-		cond += queueBeatConds(b, d) // acquireWrite named the queue #q and its removed entries #w0, #w1, ...
+		cond += queueBeatConds(b, g) // acquireWrite named the queue #q and its removed entries #w0, #w1, ...
 	}
 	update := aws.ToString(in.UpdateExpression)
 	// The readers map is left empty rather than removed, so that the
 	// readers' blind first write (readerGrant) finds it.
 	update = strings.Replace(update, " REMOVE ", ", "+rs+" = "+b.value(":rwEmpty", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}})+" REMOVE ", 1)
-	if len(v.readers) == 0 {
+	if v.rw == nil || len(v.rw.readers) == 0 {
 		cond = "(" + cond + ") AND (attribute_not_exists(" + rs + ") OR size(" + rs + ") = " + b.value(":rwZero", attrN(0)) + ")"
 	} else {
 		// Exactly the readers map seen, every entry of it dead: drop them.
-		cond = "(" + cond + ") AND " + versionCondAs(b, v, "#rwRV", ":rwRV")
+		cond = "(" + cond + ") AND " + versionCondAs(b, v.rw, "#rwRV", ":rwRV")
 		update += " ADD #rwRV " + b.value(":rwOne", attrN(1))
 	}
 	in.ConditionExpression = aws.String(cond)
@@ -129,12 +214,12 @@ func (a *rwAcquisition) writerGrant(d rwDecision, v *rwView, rvn string, sent ti
 // was judged dead with, and this waiter's own entry, if it decided from its
 // place in the queue, to be still there. The queue and the entries are named #q and #w<i>,
 // as the REMOVE clause names them.
-func queueBeatConds(b *exprBuilder, d rwDecision) string {
+func queueBeatConds(b *exprBuilder, g *rwGrant) string {
 	cond := ""
-	if d.mineAt > 0 {
-		cond += " AND attribute_exists(#q.#w" + strconv.Itoa(d.mineAt-1) + ")"
+	if g.mineAt > 0 {
+		cond += " AND attribute_exists(#q.#w" + strconv.Itoa(g.mineAt-1) + ")"
 	}
-	for i, beat := range d.removeBeats {
+	for i, beat := range g.removeBeats {
 		if beat != "" {
 			n := strconv.Itoa(i)
 			cond += " AND #q.#w" + n + "." + b.name("#qb", "b") + " = " + b.value(":qb"+n, attrS(beat))
@@ -144,9 +229,9 @@ func queueBeatConds(b *exprBuilder, d rwDecision) string {
 }
 
 // versionCond requires the readers map to be exactly as v showed it.
-func versionCond(b *exprBuilder, v *rwView) string { return versionCondAs(b, v, "#rv", ":rver") }
+func versionCond(b *exprBuilder, v *rwParts) string { return versionCondAs(b, v, "#rv", ":rver") }
 
-func versionCondAs(b *exprBuilder, v *rwView, nameAlias, valueAlias string) string {
+func versionCondAs(b *exprBuilder, v *rwParts, nameAlias, valueAlias string) string {
 	n := b.name(nameAlias, attrReadersVersion)
 	if !v.versionPresent {
 		return "attribute_not_exists(" + n + ")"
@@ -160,28 +245,28 @@ func readerEntry(beat string, lease time.Duration) types.AttributeValue {
 	}}
 }
 
-// join adds this waiter's entry to the queue, or renews its beat, and
-// learns the item from the answer. A writer's join that adds its entry
-// also counts it in writersArrived: that fails every reader's write based
-// on a look from before the writer was in the queue.
-func (a *rwAcquisition) join(ctx context.Context, v *rwView) error {
-	c := a.rw.c
-	if !a.joined {
-		// A ticket is this waiter's once a join carrying it landed; until
-		// then it follows the highest in the latest view.
-		a.ticket = 0
-		for _, w := range v.queue {
-			if !w.bad {
-				a.ticket = max(a.ticket, w.ticket)
+// rwJoin adds this waiter's entry to the queue, or renews its beat, and
+// learns the item from the answer (acquisition.join for an RWLock's key).
+// A writer's join that adds its entry also counts it in writersArrived:
+// that fails every reader's write based on a look from before the writer
+// was in the queue. A new entry needs a place in the queue (maxWaiters).
+func (a *acquisition) rwJoin(ctx context.Context, w *watch) error {
+	c, st, v := a.c, a.rw, &w.v
+	if st.ticket == 0 {
+		// Drawn once: a join whose answer was lost may have put this
+		// ticket in the queue, and the next join must keep it.
+		for _, q := range v.rw.queue {
+			if !q.bad {
+				st.ticket = max(st.ticket, q.ticket)
 			}
 		}
-		a.ticket++
+		st.ticket++ // below maxTicket: valid tickets are
 	}
-	a.beatAt = a.rw.c.now()
+	st.beatAt = c.now()
 	entry := map[string]types.AttributeValue{
-		"t": attrN(a.ticket), "b": attrS(randomID()), "l": attrN(uint64(a.lease / time.Millisecond)),
+		"t": attrN(st.ticket), "b": attrS(randomID()), "l": attrN(uint64(st.lease / time.Millisecond)),
 	}
-	if a.writer {
+	if st.writer {
 		entry["k"] = attrS("w")
 	} else {
 		entry["k"] = attrS("r")
@@ -190,89 +275,39 @@ func (a *rwAcquisition) join(ctx context.Context, v *rwView) error {
 	q := b.name("#q", attrFairQueue)
 	cond := "attribute_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") AND "
 	var update string
-	present := slices.ContainsFunc(v.queue, func(w rwWaiter) bool { return w.id == a.id })
+	present := slices.ContainsFunc(v.rw.queue, func(q rwWaiter) bool { return q.id == st.id })
 	switch {
 	case present:
 		// A renewal: only of an entry still there. One that others dropped
 		// as dead is added again by a join that counts (below), and a
 		// renewal that arrives late never brings a dropped entry back.
-		update = "SET " + q + "." + b.name("#w", a.id) + " = " + b.value(":e", &types.AttributeValueMemberM{Value: entry})
+		update = "SET " + q + "." + b.name("#w", st.id) + " = " + b.value(":e", &types.AttributeValueMemberM{Value: entry})
 		cond += "attribute_exists(" + q + "." + "#w)"
-	case v.queuePresent:
-		update = "SET " + q + "." + b.name("#w", a.id) + " = " + b.value(":e", &types.AttributeValueMemberM{Value: entry})
-		cond += "attribute_exists(" + q + ")"
+	case v.rw.queuePresent:
+		update = "SET " + q + "." + b.name("#w", st.id) + " = " + b.value(":e", &types.AttributeValueMemberM{Value: entry})
+		cond += "size(" + q + ") < " + b.value(":maxq", attrN(maxWaiters))
 	default:
 		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			a.id: &types.AttributeValueMemberM{Value: entry}}})
+			st.id: &types.AttributeValueMemberM{Value: entry}}})
 		cond += "attribute_not_exists(" + q + ")"
 	}
 	// Every join that adds a writer's entry (first, or again after others
 	// dropped it as dead) counts it: a reader that looked before it was
 	// there must look again.
-	if a.writer && (!a.counted || !present) {
+	if st.writer && (!st.counted || !present) {
 		update += " ADD " + b.name("#wa", attrWritersArrived) + " " + b.value(":one", attrN(1))
 	}
-	in := c.guardedUpdate(c.itemKeyOf(a.rw.name, a.o.sortKey), b, update, cond)
-	in.ReturnValues = types.ReturnValueAllNew
-	out, err := c.updateItem(ctx, in)
-	if err == nil {
-		a.joined = true
-		a.counted = a.counted || a.writer
-		return a.learn(ctx, v, out.Attributes, nil)
-	}
-	return a.answer(ctx, v, err)
+	landed, err := a.sendJoin(ctx, w, c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond))
+	st.counted = st.counted || landed && st.writer
+	return err
 }
 
-// leave removes this waiter's queue entry when the call gives up: best
-// effort, within ctx. An entry left behind is dropped after its lease.
-func (a *rwAcquisition) leave(ctx context.Context) {
-	if a.ticket == 0 {
-		return
-	}
-	c := a.rw.c
+// readerUndoInput removes reader id's entry if it still carries one of
+// beats: a write of this client that nobody holds any more (a grant whose
+// answer was lost, a renewal that landed after the lease ran out).
+func (c *Client) readerUndoInput(key map[string]types.AttributeValue, id string, beats []string) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
-	q := b.name("#q", attrFairQueue)
-	_, err := c.updateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(c.cfg.tableName),
-		Key:                      c.itemKeyOf(a.rw.name, a.o.sortKey),
-		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", a.id)),
-		ConditionExpression:      aws.String("attribute_exists(" + q + ")"),
-		ExpressionAttributeNames: b.names,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not leave the rwlock queue; the entry is dropped after its lease",
-			slogKey(a.rw.name), slogErr(err))
-	}
-}
-
-// undo takes back every granting write of this call that may have landed:
-// a writer's as a plain acquisition's (released), a reader's entry
-// removed if it still carries one of those beats. Best effort, within ctx.
-func (a *rwAcquisition) undo(ctx context.Context) {
-	if a.writer {
-		a.engine.undo(ctx)
-		return
-	}
-	var beats []string
-	for beat, at := range a.attempts {
-		if at.unsure {
-			beats = append(beats, beat)
-		}
-	}
-	if len(beats) == 0 {
-		return
-	}
-	c := a.rw.c
-	b := newExprBuilder()
-	cond := readerBeatIn(b, a.id, beats)
-	update := "REMOVE " + b.name("#R", attrReaders) + "." + b.name("#me", a.id) + " ADD " + b.name("#rv", attrReadersVersion) + " " + b.value(":one", attrN(1))
-	_, err := c.updateItem(ctx, c.guardedUpdate(c.itemKeyOf(a.rw.name, a.o.sortKey), b, update, cond))
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo a reader's write whose answer was lost; the entry is dropped after its lease",
-			slogKey(a.rw.name), slogErr(err))
-	}
+	return c.guardedUpdate(key, b, readerRelease(b, id), readerBeatIn(b, id, beats))
 }
 
 // readerBeatIn is the condition that reader id's entry carries one of

@@ -78,6 +78,9 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 		ws, _, _ := queueOf(item)
 		a.fairOf(w).observe(ws, now)
 	}
+	if a.rw != nil {
+		a.learnRW(w, item, now)
+	}
 	return nil
 }
 
@@ -141,7 +144,7 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 				notify = make(chan struct{}, 1)
 			}
 			// Watch first (see here, rule 2).
-			plain := w.fair == nil && a.semFair == nil && len(a.watches) == 1
+			plain := w.fair == nil && a.semFair == nil && a.rw == nil && len(a.watches) == 1
 			u, unwatch := c.here.watch(w.regKey, notify, plain)
 			chans = append(chans, watched{w, u, unwatch})
 			// The count is the client's, over every key: skip the wait
