@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -78,7 +79,13 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 		w.note("%s RWLock.Lock (%s%s)", cl.name, desc, cdesc)
 		arrival := w.writerArrives(cl, call)
 		asked := w.asking(cl, 1)
-		l, err := rw.Lock(ctx, opts...)
+		var l *dynamolock.Lock
+		var err error
+		if r.IntN(8) == 0 {
+			l, err = w.largestData(cl, ctx, rw, opts)
+		} else {
+			l, err = rw.Lock(ctx, opts...)
+		}
 		asked(err)
 		w.writerLeaves(arrival, err == nil)
 		if err != nil {
@@ -95,6 +102,11 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 		w.release(cl, r, l)
 		return
 	}
+	if r.IntN(10) == 0 {
+		// A lease longer than an hour: every client reads it as written.
+		opts = append(opts, dynamolock.WithLockLease(2*time.Hour))
+		desc += ", lease 2h"
+	}
 	w.note("%s RWLock.RLock (%s%s)", cl.name, desc, cdesc)
 	callStart := time.Now()
 	asked := w.asking(cl, 1)
@@ -109,7 +121,10 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 	for range r.IntN(3) {
 		w.sleep(time.Duration(r.Int64N(int64(cl.lease))))
 		var hopts []dynamolock.SendHeartbeatOption
-		if r.IntN(2) == 0 {
+		switch r.IntN(10) {
+		case 0:
+			hopts = append(hopts, dynamolock.WithLeaseDurationToEnsure(2*time.Hour))
+		case 1, 2, 3, 4:
 			hopts = append(hopts, dynamolock.WithLeaseDurationToEnsure(2*cl.hb+time.Duration(r.Int64N(int64(cl.lease)))))
 		}
 		err := cl.c.SendHeartbeat(l, hopts...)
@@ -356,6 +371,21 @@ func (w *world) rwHook(ch ddbmodel.Change) {
 					w.rwBeats[id] = rwBeat{beat: b, at: now}
 				}
 			}
+		}
+	}
+}
+
+// largestData takes the write lock with the largest data the library
+// accepts (the item then has the least room the library keeps for readers,
+// waiters and counters): it asks with 400 KB, and 1 KB less each time the
+// size is refused as bad input, which costs no DynamoDB call.
+func (w *world) largestData(cl *simClient, ctx context.Context, rw *dynamolock.RWLock, opts []dynamolock.AcquireLockOption) (*dynamolock.Lock, error) {
+	for size := 400 * 1024; ; size -= 1024 {
+		l, err := rw.Lock(ctx, append(opts, dynamolock.WithData(make([]byte, size)), dynamolock.ReplaceData())...)
+		var inv *dynamolock.InvalidArgumentError
+		if !errors.As(err, &inv) {
+			w.note("%s RWLock.Lock with %d bytes of data: %v", cl.name, size, err)
+			return l, err
 		}
 	}
 }
