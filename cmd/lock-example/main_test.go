@@ -111,8 +111,12 @@ func childEnv() []string {
 		}
 	}
 	// No instance-metadata lookups, and no shared AWS files of this machine.
-	return append(env, "DYNAMODB_ENDPOINT="+endpoint, "AWS_EC2_METADATA_DISABLED=true",
+	env = append(env, "DYNAMODB_ENDPOINT="+endpoint, "AWS_EC2_METADATA_DISABLED=true",
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	// A binary built with -race sleeps 1s when it exits (GORACE's
+	// atexit_sleep_ms); lock-example waits for its guardian and witness to
+	// exit, so that sleep would be added to every run's times.
+	return append(env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 }
 
 // proc is one lock-example process.
