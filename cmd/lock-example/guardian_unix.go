@@ -27,9 +27,14 @@ import (
 //     until lock-example has told the guardian the group, and only then
 //     executes the command. So no process of the job can exist that the
 //     guardian would not kill.
+//   - the witness, a member of the command's group that runs no command:
+//     a signal sent to the whole group (a terminal's Ctrl-C goes to its
+//     foreground group, never to lock-example) ends it, and its end tells
+//     lock-example which signal the group got (see witness_linux.go).
 const (
 	roleGuardian = "guardian"
 	roleStarter  = "starter"
+	roleWitness  = "witness"
 	// ttouEnv tells the starter that SIGTTOU was not ignored when
 	// lock-example started (lock-example ignores it; the command must get
 	// the disposition lock-example itself was given).
@@ -49,6 +54,8 @@ func runRole(role string) int {
 		return runGuardian()
 	case roleStarter:
 		return runStarter()
+	case roleWitness:
+		return runWitness()
 	}
 	fmt.Fprintf(os.Stderr, "lock-example: unknown %s=%q\n", roleEnv, role)
 	return exitSetup

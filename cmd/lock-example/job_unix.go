@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 	"unsafe"
@@ -19,6 +20,11 @@ import (
 var forwardedSignals = []os.Signal{
 	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
 }
+
+// stopRequests are the signals that ask a job to stop: a job ended by one
+// of them, or with 128+N after signal N reached its group, was not a
+// failure to hold its lock against (see runCommand).
+var stopRequests = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // jobControlSignals stop a job: lock-example stops the command's group,
 // then itself (see job.stopped).
@@ -57,6 +63,9 @@ type job struct {
 
 	guardian     *exec.Cmd
 	guardianPipe *os.File // closing it without "done" makes the guardian kill the group
+
+	witness   int      // the witness's pid (0: none)
+	witnessIn *os.File // closing it ends the witness
 }
 
 // startJob starts the guardian, then the command (through the starter) in
@@ -129,6 +138,7 @@ func startJob(path string, argv, env []string, stdin, stdout, stderr *os.File) (
 	j.pid, j.status = p.Pid, statusR
 	_ = p.Release() // waited for with wait4 below, which also reports stops
 	go j.wait()
+	j.startWitness(self)
 
 	if _, err := fmt.Fprintf(j.guardianPipe, "pgid %d\n", j.pid); err != nil {
 		// Without a guardian, the command must not run.
@@ -139,6 +149,82 @@ func startJob(path string, argv, env []string, stdin, stdout, stderr *os.File) (
 		return j, fmt.Errorf("cannot start the command: %w", err)
 	}
 	return j, nil
+}
+
+// startWitness starts the witness in the command's group and waits until
+// it is ready, before the command runs. Without it (it could not start, or
+// this system cannot make one), lock-example goes by the command's status
+// alone.
+func (j *job) startWitness(self string) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return
+	}
+	defer outR.Close()
+	p, err := os.StartProcess(self, []string{"lock-example (witness)"}, &os.ProcAttr{
+		Env:   append(os.Environ(), roleEnv+"="+roleWitness),
+		Files: []*os.File{inR, outW, nil},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pgid: j.pid},
+	})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		return
+	}
+	pid := p.Pid
+	_ = p.Release() // reaped by witnessed, with wait4 like the group
+	j.witness, j.witnessIn = pid, inW
+	var ready [1]byte
+	if n, _ := outR.Read(ready[:]); n != 1 {
+		j.witnessed() // it could not take the signals' default actions
+	}
+}
+
+// witnessed ends the witness and returns the signal that killed it, if one
+// did: a signal that went to the command's group. Call it once the
+// command's first process has ended, and before groupAlive, which would
+// reap the witness without looking.
+func (j *job) witnessed() syscall.Signal {
+	if j.witness == 0 {
+		return 0
+	}
+	pid := j.witness
+	j.witness = 0
+	_ = syscall.Kill(pid, syscall.SIGCONT) // a stopped witness could not read its end of input
+	j.witnessIn.Close()
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if ws.Signaled() {
+		return ws.Signal()
+	}
+	return 0
+}
+
+// stopRequested returns the signal that asked the job to stop, when its
+// first process ended with status ws: killed by one of stopRequests, or
+// exited with 128+N after signal N (one of them) reached its group. Else
+// nil.
+func (j *job) stopRequested(ws syscall.WaitStatus) os.Signal {
+	got := j.witnessed()
+	switch {
+	case ws.Signaled() && slices.Contains(stopRequests, ws.Signal()):
+		return ws.Signal()
+	case ws.Exited() && slices.Contains(stopRequests, got) && ws.ExitStatus() == 128+int(got):
+		return got
+	}
+	return nil
 }
 
 // abandon stops a guardian that has no group to watch.

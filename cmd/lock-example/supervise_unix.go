@@ -34,6 +34,10 @@ func (r *runner) superviseJob(k *keeper) outcome {
 	if err != nil {
 		r.logf("%v", err)
 		if j != nil {
+			if j.witness != 0 {
+				_ = syscall.Kill(j.witness, syscall.SIGKILL)
+				j.witnessed()
+			}
 			for ev := range j.events {
 				if !ev.stopped {
 					break
@@ -95,10 +99,16 @@ func (r *runner) superviseJob(k *keeper) outcome {
 				exited, pollC = true, poll.C
 				j.takeTerminal()
 				if ev.err != nil {
+					j.witnessed()
 					r.logf("waiting for the command: %v", ev.err)
 					o.code = exitSetup
 				} else {
 					o.code = exitStatus(ev.status)
+					// On a terminal, Ctrl-C goes to the job's group, not to
+					// lock-example: the command's end tells.
+					if s := j.stopRequested(ev.status); s != nil {
+						o.interrupted = s
+					}
 				}
 				if msg := j.execError(); msg != "" {
 					r.logf("%s: %s", r.argv[0], msg)
