@@ -64,7 +64,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		// table does not have would make every item look malformed.
 		name, err := tableSortKey(ctx, db, cfg.table)
 		if err != nil {
-			logf("%s", explain(cfg, db, err))
+			logf("%s", errorLines(cfg, db, err))
 			return exitSetup
 		}
 		given, _, _ := strings.Cut(cfg.sortKey, "=")
@@ -86,7 +86,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 	}
 	defer func() {
 		if err := client.Close(); err != nil {
-			logf("%s", explain(cfg, db, err))
+			logf("%s", errorLines(cfg, db, err))
 		}
 	}()
 
@@ -94,7 +94,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 	case "create-table":
 		created, err := createTable(ctx, cfg, client)
 		if err != nil {
-			logf("%s", explain(cfg, db, err))
+			logf("%s", errorLines(cfg, db, err))
 			return exitSetup
 		}
 		if created {
@@ -108,21 +108,21 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		if hasValue {
 			filter = sortValue
 		}
-		return listLocks(ctx, cfg, client, filter, stdout, stderr)
+		return listLocks(ctx, cfg, client, db, filter, stdout, stderr)
 	}
 
 	if sub == "show" {
 		o, err := watchLock(ctx, cfg, client, args[0])
 		switch {
 		case err != nil:
-			logf("%s", explain(cfg, db, err))
+			logf("%s", errorLines(cfg, db, err))
 			return exitSetup
 		case o == nil:
 			logf("no lock %q in table %q", args[0], cfg.table)
 			return exitNoSuchKey
 		}
 		if err := printLock(stdout, o.lock, o, cfg.watch, cfg.json); err != nil {
-			logf("%s", explain(cfg, db, err))
+			logf("%s", errorLines(cfg, db, err))
 			return exitSetup
 		}
 		return exitOK
@@ -130,7 +130,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 	view, err := client.GetWithContext(ctx, args[0])
 	switch {
 	case err != nil:
-		logf("%s", explain(cfg, db, err))
+		logf("%s", errorLines(cfg, db, err))
 		return exitSetup
 	case view.OwnerName() == "":
 		logf("no lock %q in table %q", args[0], cfg.table)
@@ -150,7 +150,7 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		if errors.As(err, &ccf) {
 			logf("lock %q changed since it was read (renewed by a live owner, or taken): nothing released", args[0])
 		} else {
-			logf("%s", explain(cfg, db, err))
+			logf("%s", errorLines(cfg, db, err))
 		}
 		return exitSetup
 	}
@@ -171,49 +171,6 @@ func tableSortKey(ctx context.Context, db *dynamodb.Client, table string) (strin
 		}
 	}
 	return "", nil
-}
-
-// explain returns err as lock-example reports it: a missing table is
-// named with the way to create it from the command line.
-func explain(cfg *config, db *dynamodb.Client, err error) string {
-	create := "lock-example create-table"
-	if cfg.table != defaultTable {
-		create = fmt.Sprintf("lock-example --table %s create-table", cfg.table)
-	}
-	var missing *types.ResourceNotFoundException
-	var schema *dynamolock.KeySchemaError
-	switch {
-	case errors.Is(err, dynamolock.ErrTableNotFound) || errors.As(err, &missing):
-		where := "in region " + db.Options().Region
-		if ep := aws.ToString(db.Options().BaseEndpoint); ep != "" {
-			where = "at " + ep
-		}
-		return fmt.Sprintf("table %q not found %s: create it with `%s`, or check --table, the endpoint and the region",
-			cfg.table, where, create)
-	case errors.As(err, &schema) && schema.Found != nil:
-		// The library's advice names its Go options; say it with flags.
-		var b strings.Builder
-		fmt.Fprintf(&b, "table %q is not keyed as lock-example expects: it uses %s; the table has %s",
-			cfg.table, keyNames(schema.Expected), keyNames(schema.Found))
-		typed := false
-		for _, k := range schema.Found {
-			if k.Type != "" && k.Type != types.ScalarAttributeTypeS {
-				typed = true
-				role := "partition key"
-				if k.KeyType == types.KeyTypeRange {
-					role = "sort key"
-				}
-				fmt.Fprintf(&b, "; the table's %s %q is of type %s, expected S", role, k.Name, k.Type)
-			}
-		}
-		if typed {
-			fmt.Fprintf(&b, "; lock keys are strings: use a table whose key attributes are of type S (`%s` makes one under another --table name)", create)
-		} else {
-			b.WriteString("; set --partition-key-name and --sort-key NAME=VALUE to match it, or use another --table")
-		}
-		return b.String()
-	}
-	return err.Error()
 }
 
 // keyNames describes a key schema, e.g. `partition key "key" (S) and no

@@ -38,7 +38,7 @@ const credentialsTimeout = 3 * time.Second
 // validation of response checksums (DynamoDB Local's answers to failed
 // conditions make the SDK warn about them).
 func newDynamoDB(ctx context.Context, getenv func(string) string) (*dynamodb.Client, error) {
-	endpoint, err := endpointFromEnv(getenv)
+	endpoint, _, err := endpointFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -103,10 +103,11 @@ func isLoopback(endpoint string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// endpointFromEnv returns the endpoint URL to use, or "" for AWS's own.
-func endpointFromEnv(getenv func(string) string) (string, error) {
-	name := "DYNAMODB_ENDPOINT"
-	endpoint := getenv(name)
+// endpointFromEnv returns the endpoint URL to use, or "" for AWS's own,
+// and the environment variable that set it.
+func endpointFromEnv(getenv func(string) string) (endpoint, name string, err error) {
+	name = "DYNAMODB_ENDPOINT"
+	endpoint = getenv(name)
 	if endpoint == "" && !strings.EqualFold(getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"), "true") {
 		for _, n := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"} {
 			if endpoint = getenv(n); endpoint != "" {
@@ -116,13 +117,13 @@ func endpointFromEnv(getenv func(string) string) (string, error) {
 		}
 	}
 	if endpoint == "" {
-		return "", nil
+		return "", "", nil
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("%s=%q: want a URL such as http://127.0.0.1:8000", name, endpoint)
+		return "", name, fmt.Errorf("%s=%q: want a URL such as http://127.0.0.1:8000", name, endpoint)
 	}
-	return endpoint, nil
+	return endpoint, name, nil
 }
 
 func firstSet(getenv func(string) string, names ...string) string {

@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/arielsrv/dynamolock/v2"
 )
 
@@ -101,7 +103,7 @@ func readAll(ctx context.Context, client *dynamolock.Client, sortKey string, std
 // JSON array with --json. With --watch it reads the table again until that
 // much time has passed, and says of each lock whether its holder renewed
 // it meanwhile. Items it cannot read are reported on stderr and skipped.
-func listLocks(ctx context.Context, cfg *config, client *dynamolock.Client, sortKey string, stdout, stderr io.Writer) int {
+func listLocks(ctx context.Context, cfg *config, client *dynamolock.Client, db *dynamodb.Client, sortKey string, stdout, stderr io.Writer) int {
 	seen := map[[2]string]*observed{}
 	var order [][2]string
 	start, prevRead := time.Now(), time.Time{}
@@ -109,7 +111,7 @@ func listLocks(ctx context.Context, cfg *config, client *dynamolock.Client, sort
 		at := time.Now()
 		locks, err := readAll(ctx, client, sortKey, stderr, prevRead.IsZero())
 		if err != nil {
-			fmt.Fprintf(stderr, "lock-example: %v\n", err)
+			fmt.Fprintf(stderr, "lock-example: %s\n", errorLines(cfg, db, err))
 			return exitSetup
 		}
 		for _, o := range seen {

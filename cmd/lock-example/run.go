@@ -88,7 +88,7 @@ func (r *runner) closeClient() {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	if err := r.client.CloseWithContext(ctx); err != nil {
-		r.logf("%v", err)
+		r.logf("%s", r.errText(err))
 	}
 }
 
@@ -151,7 +151,7 @@ wait:
 			} else if time.Since(lastOK) >= r.t.lease {
 				cancel()
 				<-res
-				r.logf("DynamoDB failed for --lease %s while waiting for lock %q: %v", r.t.lease, r.name, err)
+				r.logf("DynamoDB failed for --lease %s while waiting for lock %q: %s", r.t.lease, r.name, r.errText(err))
 				return nil, exitSetup
 			}
 		}
@@ -168,7 +168,7 @@ wait:
 		defer cancel()
 		view, err := r.client.GetWithContext(ctx, r.name)
 		if err != nil {
-			r.logf("lock %q not acquired within --timeout %s: %s", r.name, r.cfg.timeout, explain(r.cfg, r.db, err))
+			r.logf("lock %q not acquired within --timeout %s: %s", r.name, r.cfg.timeout, r.errText(err))
 			return nil, exitSetup
 		}
 		r.logf("lock %q not acquired within --timeout %s: held by %q", r.name, r.cfg.timeout, view.OwnerName())
@@ -180,7 +180,7 @@ wait:
 		r.logf("lock %q is busy: %v", r.name, a.err)
 		return nil, exitBusy
 	case a.err != nil:
-		r.logf("%s", explain(r.cfg, r.db, a.err))
+		r.logf("%s", r.explain(a.err))
 		return nil, exitSetup
 	}
 	return a.lock, exitOK
@@ -245,7 +245,7 @@ func (r *runner) commandEnv(k *keeper) []string {
 }
 
 func describeLoss(name string, err error) string {
-	return fmt.Sprintf("lock %q: %v", name, err)
+	return fmt.Sprintf("lock %q: %s", name, oneLine(err.Error()))
 }
 
 // runCommand runs the command under the held lock and settles the lock
@@ -255,7 +255,7 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := k.first(ctx); err != nil {
-		r.logf("lock %q could not be renewed after it was granted: %v; the command was not started", r.name, err)
+		r.logf("lock %q could not be renewed after it was granted: %s; the command was not started", r.name, r.errText(err))
 		r.closeClient()
 		if k.isLost(err) {
 			return exitLockLost
@@ -301,11 +301,11 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 	defer cancelRelease()
 	if _, err := r.client.ReleaseLockWithContext(ctx, lock); err != nil {
 		if errors.Is(err, dynamolock.ErrLockLost) && !o.lost && o.code == 0 {
-			r.logf("lock %q was lost before the command ended: %v", r.name, err)
+			r.logf("lock %q was lost before the command ended: %s", r.name, r.errText(err))
 			r.closeClient()
 			return exitLockLost
 		}
-		r.logf("releasing lock %q: %v (it can be taken over once its lease has run out)", r.name, err)
+		r.logf("releasing lock %q: %s (it can be taken over once its lease has run out)", r.name, r.errText(err))
 	}
 	r.closeClient()
 	return o.code

@@ -185,7 +185,7 @@ func (r *runner) jobStopped(j *job, k *keeper, sig syscall.Signal, cont chan os.
 	}
 	stopSelf(cont)
 	if err := k.renew(context.Background()); err != nil {
-		r.logf("lock %q could not be renewed after the job was continued (%v); killing the command", r.name, err)
+		r.logf("lock %q could not be renewed after the job was continued (%s); killing the command", r.name, r.errText(err))
 		return false
 	}
 	if r.cfg.verbose {
