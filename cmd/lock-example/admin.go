@@ -140,18 +140,18 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		return exitOK
 	case view.OwnerName() != cfg.owner:
 		logf("lock %q is held by %q, not %q: nothing released", args[0], view.OwnerName(), cfg.owner)
-		return exitSetup
+		return exitNotReleased
 	}
 	// The release is conditioned on the owner and the record version number
 	// just read: if the owner renewed the lock meanwhile, it is alive and
 	// nothing is released.
 	if _, err := client.ReleaseLockWithContext(ctx, view); err != nil {
 		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
+		if errors.As(err, &ccf) || errors.Is(err, dynamolock.ErrLockLost) {
 			logf("lock %q changed since it was read (renewed by a live owner, or taken): nothing released", args[0])
-		} else {
-			logf("%s", errorLines(cfg, db, err))
+			return exitNotReleased
 		}
+		logf("%s", errorLines(cfg, db, err))
 		return exitSetup
 	}
 	fmt.Fprintf(stdout, "released lock %q of owner %q (fencing token %d)\n", args[0], view.OwnerName(), view.FencingToken())

@@ -60,7 +60,12 @@ func TestInspection(t *testing.T) {
 
 	// b's holder failed and kept it; force-release it, naming its owner.
 	wantCode(t, runTool(t, "--table", table, "force-release", "b"), exitSetup)
-	wantCode(t, runTool(t, "--table", table, "force-release", "--owner", "someone-else", "b"), exitSetup)
+	// Another owner's lock: nothing released, which is not a usage error.
+	p = runTool(t, "--table", table, "force-release", "--owner", "someone-else", "b")
+	wantCode(t, p, exitNotReleased)
+	if !strings.Contains(p.stderr.String(), `held by "host-b", not "someone-else": nothing released`) {
+		t.Errorf("force-release with the wrong owner:\n%s", p.stderr.String())
+	}
 	if l := show(t, table, "b"); l.Released {
 		t.Fatal("force-release with the wrong owner released the lock")
 	}

@@ -38,6 +38,11 @@ const (
 	exitCannotRun = 126 // the command was found but could not be started
 	exitNotFound  = 127 // the command was not found
 	exitNoSuchKey = 1   // show / force-release: no lock item with that name
+	// exitNotReleased: force-release found nothing of --owner's to release
+	// (the lock is another owner's, or was renewed meanwhile). Not a usage
+	// error: the command line was right, the lock was not in the state it
+	// named; 1, as for a lock that is not there.
+	exitNotReleased = 1
 )
 
 const usageText = `Usage:
@@ -113,7 +118,9 @@ Exit status:
   126    the command could not be started
   127    the command was not found
   130    interrupted (SIGINT) while waiting for the lock; 143 for SIGTERM (128+N)
-  For show and force-release: 0 done, 1 no such lock, 125 error.
+  For show: 0 done, 1 no such lock, 125 error. For force-release: 0
+  released (or already released), 1 nothing released (no such lock, or not
+  held by --owner: another owner's, or renewed meanwhile), 125 error.
 
 Subcommands (a lock named like one is run with: lock-example [flags] -- <lock-name> <command>):
   create-table   create the table (and its sort key with --sort-key NAME);
