@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,6 +49,10 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		logf("%v", &usageError{"--watch", cfg.watch, "must not be negative"})
 		return exitSetup
 	}
+	if err := cfg.checkAdminFlags(sub); err != nil {
+		logf("%v", err)
+		return exitSetup
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	db, err := newDynamoDB(ctx, os.Getenv)
@@ -79,7 +81,8 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 			return exitSetup
 		}
 	}
-	client, err := cfg.newClientFor(db, stderr, dynamolock.DisableHeartbeat())
+	tap := cfg.tapOn(db)
+	client, err := cfg.newClientFor(tap, stderr, dynamolock.DisableHeartbeat())
 	if err != nil {
 		logf("%v", err)
 		return exitSetup
@@ -108,38 +111,54 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 		if hasValue {
 			filter = sortValue
 		}
-		return listLocks(ctx, cfg, client, db, filter, stdout, stderr)
-	}
-
-	if sub == "show" {
-		o, err := watchLock(ctx, cfg, client, args[0])
+		if err := listLocks(ctx, cfg, client, tap, filter, stdout, stderr); err != nil {
+			logf("%s", errorLines(cfg, db, err))
+			return exitSetup
+		}
+		return exitOK
+	case "show":
+		code, err := showLock(ctx, cfg, client, tap, args[0], stdout)
 		switch {
 		case err != nil:
 			logf("%s", errorLines(cfg, db, err))
 			return exitSetup
-		case o == nil:
-			logf("no lock %q in table %q", args[0], cfg.table)
-			return exitNoSuchKey
+		case code == exitNoSuchKey && cfg.limit == 0:
+			logf("no lock %q in table %q (nor slot %s#0 of a --limit run; `show --limit N %s` reads all N slots)",
+				args[0], cfg.table, args[0], args[0])
+		case code == exitNoSuchKey:
+			logf("no lock %q in table %q, nor any of its %d slots", args[0], cfg.table, cfg.limit)
 		}
-		if err := printLock(stdout, o.lock, o, cfg.watch, cfg.json); err != nil {
-			logf("%s", errorLines(cfg, db, err))
-			return exitSetup
-		}
-		return exitOK
+		return code
 	}
-	view, err := client.GetWithContext(ctx, args[0])
-	switch {
-	case err != nil:
-		logf("%s", errorLines(cfg, db, err))
+	return forceRelease(ctx, cfg, client, tap, args[0], stdout, logf)
+}
+
+// forceRelease releases the exclusive holder of name if it is --owner
+// (force-release). It exits 1 when there is nothing of --owner's to
+// release: no such lock, or one that another owner holds, shared holders
+// hold, or its owner renewed while force-release ran.
+func forceRelease(ctx context.Context, cfg *config, client *dynamolock.Client, tap *itemTap, name string, stdout io.Writer,
+	logf func(string, ...any)) int {
+	view, err := client.GetWithContext(ctx, name)
+	if err != nil {
+		logf("%s", errorLines(cfg, tap.Client, err))
 		return exitSetup
+	}
+	h := holdersOf(tap.item(name, cfg.sortValue()))
+	switch {
 	case view.OwnerName() == "":
-		logf("no lock %q in table %q", args[0], cfg.table)
+		logf("no lock %q in table %q", name, cfg.table)
 		return exitNoSuchKey
+	case view.IsReleased() && len(h.readers) > 0:
+		logf("lock %q is held by %s and no exclusive holder: nothing released (force-release releases an exclusive holder; "+
+			"a shared holder that died is dropped by the next exclusive run, once that run has seen it unrenewed for its lease)",
+			name, plural(len(h.readers), "shared run", "shared runs"))
+		return exitNotReleased
 	case view.IsReleased():
-		fmt.Fprintf(stdout, "lock %q is already released\n", args[0])
+		fmt.Fprintf(stdout, "lock %q is already released\n", name)
 		return exitOK
 	case view.OwnerName() != cfg.owner:
-		logf("lock %q is held by %q, not %q: nothing released", args[0], view.OwnerName(), cfg.owner)
+		logf("lock %q is held by %q, not %q: nothing released", name, view.OwnerName(), cfg.owner)
 		return exitNotReleased
 	}
 	// The release is conditioned on the owner and the record version number
@@ -148,13 +167,13 @@ func runAdmin(cfg *config, sub string, args []string, stdout, stderr io.Writer) 
 	if _, err := client.ReleaseLockWithContext(ctx, view); err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) || errors.Is(err, dynamolock.ErrLockLost) {
-			logf("lock %q changed since it was read (renewed by a live owner, or taken): nothing released", args[0])
+			logf("lock %q changed since it was read (renewed by a live owner, or taken): nothing released", name)
 			return exitNotReleased
 		}
-		logf("%s", errorLines(cfg, db, err))
+		logf("%s", errorLines(cfg, tap.Client, err))
 		return exitSetup
 	}
-	fmt.Fprintf(stdout, "released lock %q of owner %q (fencing token %d)\n", args[0], view.OwnerName(), view.FencingToken())
+	fmt.Fprintf(stdout, "released lock %q of owner %q (fencing token %d)\n", name, view.OwnerName(), view.FencingToken())
 	return exitOK
 }
 
@@ -197,78 +216,6 @@ func ensureTable(ctx context.Context, cfg *config, client *dynamolock.Client) er
 // table already existed.
 func createTable(ctx context.Context, cfg *config, client *dynamolock.Client) (bool, error) {
 	return client.CreateTableIfNotExists(ctx)
-}
-
-// lockJSON is a lock as list --json and show --json print it.
-type lockJSON struct {
-	Key                 string `json:"key"`
-	SortKey             string `json:"sortKey,omitempty"`
-	Owner               string `json:"owner"`
-	LeaseDuration       string `json:"leaseDuration"`
-	Released            bool   `json:"released"`
-	FencingToken        uint64 `json:"fencingToken"`
-	RecordVersionNumber string `json:"recordVersionNumber"`
-	DataSize            int    `json:"dataSize"`
-	Data                []byte `json:"data,omitempty"` // base64
-	// With --watch: how long the lock was watched, how long its record
-	// version number was seen unchanged, and, if a renewal was seen, how
-	// long ago at most the last one happened.
-	WatchedFor     string `json:"watchedFor,omitempty"`
-	UnchangedFor   string `json:"unchangedFor,omitempty"`
-	RenewedWithin  string `json:"renewedWithin,omitempty"`
-	RenewalsSeen   int    `json:"renewalsSeen,omitempty"`
-	ObservedStatus string `json:"observed,omitempty"`
-}
-
-func toJSON(l *dynamolock.Lock, o *observed, watch time.Duration) lockJSON {
-	j := lockJSON{
-		Key:                 l.PartitionKey(),
-		SortKey:             l.SortKey(),
-		Owner:               l.OwnerName(),
-		LeaseDuration:       l.LeaseDuration().String(),
-		Released:            l.IsReleased(),
-		FencingToken:        l.FencingToken(),
-		RecordVersionNumber: l.RecordVersionNumber(),
-		DataSize:            len(l.Data()),
-		Data:                l.Data(),
-	}
-	if o != nil && watch > 0 {
-		j.WatchedFor = round(o.last.Sub(o.first)).String()
-		j.UnchangedFor = round(o.unchangedFor()).String()
-		if d, ok := o.renewedWithin(); ok {
-			j.RenewedWithin = round(d).String()
-		}
-		j.RenewalsSeen = o.renewals
-		j.ObservedStatus = o.summary()
-	}
-	return j
-}
-
-func printLock(w io.Writer, l *dynamolock.Lock, o *observed, watch time.Duration, asJSON bool) error {
-	j := toJSON(l, o, watch)
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(j)
-	}
-	row := func(k string, v any) { fmt.Fprintf(w, "%-15s %v\n", k+":", v) }
-	row("key", j.Key)
-	if j.SortKey != "" {
-		row("sort key", j.SortKey)
-	}
-	row("owner", j.Owner)
-	row("lease", j.LeaseDuration)
-	row("released", yesNo(j.Released))
-	row("fencing token", j.FencingToken)
-	row("record version", j.RecordVersionNumber)
-	row("data size", j.DataSize)
-	if j.DataSize > 0 {
-		row("data", dataText(j.Data))
-	}
-	if j.ObservedStatus != "" {
-		row("seen in "+j.WatchedFor, j.ObservedStatus)
-	}
-	return nil
 }
 
 // dataText shows data as quoted text when it is UTF-8, else as base64.

@@ -35,6 +35,19 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--timeout", "-1s", "k", "true"}, "--timeout -1s: must not be negative"},
 		{[]string{"--sort-key", "novalue", "k", "true"}, `--sort-key "novalue": want NAME=VALUE`},
 		{[]string{"--watch", "-1s", "list"}, "--watch -1s: must not be negative"},
+		{[]string{"--shared", "--limit", "3", "k", "true"}, "--limit 3: cannot be combined with --shared"},
+		{[]string{"--limit", "0", "k", "true"}, "--limit 0: must be between 1 and 100"},
+		{[]string{"--limit", "101", "k", "true"}, "--limit 101: must be between 1 and 100"},
+		{[]string{"--limit", "-2", "k", "true"}, "--limit -2: must be between 1 and 100"},
+		{[]string{"--shared", "--data", "x", "k", "true"}, `--data "x": cannot be used with --shared`},
+		{[]string{"--hold-at-least", "-1s", "k", "true"}, "--hold-at-least -1s: must not be negative"},
+		{[]string{"--hold-at-least", "25h", "k", "true"}, "--hold-at-least 25h0m0s: must be at most 24h"},
+		{[]string{"--hold-at-least", "25h", "k", "true"}, "17280 writes a day at --heartbeat 5s"},
+		{[]string{"--shared", "list"}, "--shared: is for running a command, not for list"},
+		{[]string{"--hold-at-least", "1m", "show", "k"}, "--hold-at-least: is for running a command, not for show"},
+		{[]string{"--limit", "2", "list"}, "--limit 2: is for running a command and for show, not for list"},
+		{[]string{"--limit", "2", "force-release", "--owner", "o", "k"}, "name the slot's own key instead"},
+		{[]string{"--limit", "0", "show", "k"}, "--limit 0: must be between 1 and 100"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -159,11 +159,11 @@ func errorLines(cfg *config, db *dynamodb.Client, err error) string {
 }
 
 // explain is errorLines for the run's client.
-func (r *runner) explain(err error) string { return errorLines(r.cfg, r.db, err) }
+func (r *runner) explain(err error) string { return errorLines(r.cfg, r.tap.Client, err) }
 
 // errText is explain's one line for the run's client, for a message that
 // says more around it.
-func (r *runner) errText(err error) string { return explain(r.cfg, r.db, err) }
+func (r *runner) errText(err error) string { return explain(r.cfg, r.tap.Client, err) }
 
 // oneLine joins the lines of a message (errors.Join makes several).
 func oneLine(s string) string {

@@ -8,67 +8,176 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/arielsrv/dynamolock/v2"
 )
 
 // observed is what reading a lock again for --watch showed. No clock is
 // compared across hosts: the item holds no time, only a record version
-// number that its holder changes at every renewal.
+// number that its exclusive holder changes at every renewal, and a beat in
+// each shared holder's entry, which that holder changes at every renewal.
 type observed struct {
-	first     time.Time // the first read
-	last      time.Time // the last read
-	rvn       string    // the record version number of the last read
-	since     time.Time // the read that first saw rvn
-	prev      time.Time // the read before that one (a renewal happened after it)
-	renewals  int       // changes of the record version number seen
+	first     time.Time             // the first read
+	last      time.Time             // the last read
+	writer    beatWatch             // the exclusive holder's record version number
+	readers   map[string]*beatWatch // the shared holders' beats, by id
 	lock      *dynamolock.Lock
+	h         holders
 	lastValid bool // seen in the last read
 }
 
-func (o *observed) see(l *dynamolock.Lock, at, prevRead time.Time) {
-	if o.rvn != l.RecordVersionNumber() {
-		if !o.first.IsZero() {
-			o.renewals++
-			o.prev = prevRead
-		}
-		o.rvn, o.since = l.RecordVersionNumber(), at
+// beatWatch follows one holder's beat (a record version number, or a
+// shared holder's beat) across reads.
+type beatWatch struct {
+	beat     string
+	lease    time.Duration
+	since    time.Time // the read that first saw beat
+	prev     time.Time // the read before that one (a renewal happened after it)
+	renewals int       // changes of the beat seen
+}
+
+func (b *beatWatch) see(beat string, lease time.Duration, at, prevRead time.Time) {
+	switch {
+	case b.since.IsZero():
+		b.beat, b.since = beat, at
+	case b.beat != beat:
+		b.renewals++
+		b.prev = prevRead
+		b.beat, b.since = beat, at
 	}
+	b.lease = lease
+}
+
+// renewedWithin is, when a renewal was seen, how long before the last read
+// at most the last one happened.
+func (b *beatWatch) renewedWithin(last time.Time) (time.Duration, bool) {
+	return last.Sub(b.prev), b.renewals > 0
+}
+
+// summary says in words what was seen of the holder.
+func (b *beatWatch) summary(last time.Time) string {
+	switch d, ok := b.renewedWithin(last); {
+	case ok:
+		return fmt.Sprintf("renewed, last at most %s ago", round(d))
+	case last.Sub(b.since) >= b.lease:
+		return fmt.Sprintf("not renewed for %s, over its lease: holder dead or cut off", round(last.Sub(b.since)))
+	default:
+		return fmt.Sprintf("not renewed for %s (less than its lease)", round(last.Sub(b.since)))
+	}
+}
+
+func (o *observed) see(l *dynamolock.Lock, h holders, at, prevRead time.Time) {
 	if o.first.IsZero() {
 		o.first = at
 	}
-	o.last, o.lock, o.lastValid = at, l, true
+	o.writer.see(l.RecordVersionNumber(), l.LeaseDuration(), at, prevRead)
+	if o.readers == nil {
+		o.readers = map[string]*beatWatch{}
+	}
+	present := map[string]bool{}
+	for _, r := range h.readers {
+		present[r.id] = true
+		b := o.readers[r.id]
+		if b == nil {
+			b = &beatWatch{}
+			o.readers[r.id] = b
+		}
+		b.see(r.beat, r.lease, at, prevRead)
+	}
+	for id := range o.readers {
+		if !present[id] {
+			delete(o.readers, id) // it left
+		}
+	}
+	o.last, o.lock, o.h, o.lastValid = at, l, h, true
 }
 
-// unchangedFor is how long the record version number has been seen
-// unchanged (at least).
-func (o *observed) unchangedFor() time.Duration { return o.last.Sub(o.since) }
+// sharedNow reports whether shared holders, and no exclusive one, hold
+// the lock as last read.
+func (o *observed) sharedNow() bool { return o.lock.IsReleased() && len(o.h.readers) > 0 }
+
+// unchangedFor is how long the holder's beat has been seen unchanged (at
+// least); for shared holders, the freshest one's.
+func (o *observed) unchangedFor() time.Duration {
+	if !o.sharedNow() {
+		return o.last.Sub(o.writer.since)
+	}
+	d := o.last.Sub(o.first)
+	for _, b := range o.readers {
+		d = min(d, o.last.Sub(b.since))
+	}
+	return d
+}
 
 // renewedWithin is, when a renewal was seen, how long ago at most the last
 // one happened.
 func (o *observed) renewedWithin() (time.Duration, bool) {
-	if o.renewals == 0 {
-		return 0, false
+	if !o.sharedNow() {
+		return o.writer.renewedWithin(o.last)
 	}
-	return o.last.Sub(o.prev), true
+	var best time.Duration
+	seen := false
+	for _, b := range o.readers {
+		if d, ok := b.renewedWithin(o.last); ok && (!seen || d < best) {
+			best, seen = d, true
+		}
+	}
+	return best, seen
+}
+
+func (o *observed) renewals() int {
+	if !o.sharedNow() {
+		return o.writer.renewals
+	}
+	n := 0
+	for _, b := range o.readers {
+		n += b.renewals
+	}
+	return n
 }
 
 // summary says in words what was seen.
 func (o *observed) summary() string {
-	switch d, ok := o.renewedWithin(); {
-	case o.lock.IsReleased():
+	switch {
+	case isFree(o.lock, o.h):
 		return "released"
-	case ok:
-		return fmt.Sprintf("renewed, last at most %s ago", round(d))
-	case o.unchangedFor() >= o.lock.LeaseDuration():
-		return fmt.Sprintf("not renewed for %s, over its lease: holder dead or cut off", round(o.unchangedFor()))
-	default:
-		return fmt.Sprintf("not renewed for %s (less than its lease)", round(o.unchangedFor()))
+	case !o.sharedNow():
+		return o.writer.summary(o.last)
 	}
+	// Shared holders: how many renewed, and how many did not for their lease.
+	var renewed, dead, young int
+	var within, deadFor time.Duration
+	for _, b := range o.readers {
+		d, ok := b.renewedWithin(o.last)
+		switch unchanged := o.last.Sub(b.since); {
+		case ok:
+			if renewed == 0 || d < within {
+				within = d
+			}
+			renewed++
+		case unchanged >= b.lease:
+			if dead == 0 || unchanged < deadFor {
+				deadFor = unchanged
+			}
+			dead++
+		default:
+			young++
+		}
+	}
+	var parts []string
+	if renewed > 0 {
+		parts = append(parts, fmt.Sprintf("%d renewed, last at most %s ago", renewed, round(within)))
+	}
+	if dead > 0 {
+		parts = append(parts, fmt.Sprintf("%d not renewed for %s or more, over the lease: dead or cut off", dead, round(deadFor)))
+	}
+	if young > 0 {
+		parts = append(parts, fmt.Sprintf("%d not renewed yet (less than the lease)", young))
+	}
+	return fmt.Sprintf("%s: %s", plural(len(o.readers), "shared holder", "shared holders"), strings.Join(parts, "; "))
 }
 
 func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
@@ -101,9 +210,9 @@ func readAll(ctx context.Context, client *dynamolock.Client, sortKey string, std
 // listLocks prints every lock of the table (only those under sort key
 // sortKey when it is not empty), sorted by key: a table for people, or a
 // JSON array with --json. With --watch it reads the table again until that
-// much time has passed, and says of each lock whether its holder renewed
+// much time has passed, and says of each lock whether its holders renewed
 // it meanwhile. Items it cannot read are reported on stderr and skipped.
-func listLocks(ctx context.Context, cfg *config, client *dynamolock.Client, db *dynamodb.Client, sortKey string, stdout, stderr io.Writer) int {
+func listLocks(ctx context.Context, cfg *config, client *dynamolock.Client, tap *itemTap, sortKey string, stdout, stderr io.Writer) error {
 	seen := map[[2]string]*observed{}
 	var order [][2]string
 	start, prevRead := time.Now(), time.Time{}
@@ -111,8 +220,7 @@ func listLocks(ctx context.Context, cfg *config, client *dynamolock.Client, db *
 		at := time.Now()
 		locks, err := readAll(ctx, client, sortKey, stderr, prevRead.IsZero())
 		if err != nil {
-			fmt.Fprintf(stderr, "lock-example: %s\n", errorLines(cfg, db, err))
-			return exitSetup
+			return err
 		}
 		for _, o := range seen {
 			o.lastValid = false
@@ -125,7 +233,7 @@ func listLocks(ctx context.Context, cfg *config, client *dynamolock.Client, db *
 				seen[k] = o
 				order = append(order, k)
 			}
-			o.see(l, at, prevRead)
+			o.see(l, holdersOf(tap.item(k[0], k[1])), at, prevRead)
 		}
 		prevRead = at
 		if time.Since(start) >= cfg.watch {
@@ -133,8 +241,7 @@ func listLocks(ctx context.Context, cfg *config, client *dynamolock.Client, db *
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(stderr, "lock-example: %v\n", ctx.Err())
-			return exitSetup
+			return ctx.Err()
 		case <-time.After(min(watchInterval(cfg.watch), cfg.watch-time.Since(start))):
 		}
 	}
@@ -151,55 +258,55 @@ func listLocks(ctx context.Context, cfg *config, client *dynamolock.Client, db *
 	if cfg.json {
 		out := make([]lockJSON, 0, len(obs))
 		for _, o := range obs {
-			out = append(out, toJSON(o.lock, o, cfg.watch))
+			out = append(out, toJSON(o, cfg.watch))
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			fmt.Fprintf(stderr, "lock-example: %v\n", err)
-			return exitSetup
-		}
-		return exitOK
+		return enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	header := "KEY\tSORT KEY\tOWNER\tLEASE\tRELEASED\tFENCING TOKEN\tDATA SIZE"
+	header := "KEY\tSORT KEY\tHELD AS\tOWNER\tLEASE\tRELEASED\tFENCING TOKEN\tDATA SIZE"
 	if cfg.watch > 0 {
 		header += "\tSEEN IN " + cfg.watch.String()
 	}
 	fmt.Fprintln(tw, header)
 	for _, o := range obs {
-		l := o.lock
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d", l.PartitionKey(), cmp.Or(l.SortKey(), "-"), l.OwnerName(),
-			l.LeaseDuration(), yesNo(l.IsReleased()), l.FencingToken(), len(l.Data()))
+		j := toJSON(o, cfg.watch)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d", j.Key, cmp.Or(j.SortKey, "-"), heldText(o.lock, o.h),
+			cmp.Or(j.Owner, "-"), j.LeaseDuration, yesNo(j.Released), j.FencingToken, j.DataSize)
 		if cfg.watch > 0 {
-			fmt.Fprintf(tw, "\t%s", o.summary())
+			fmt.Fprintf(tw, "\t%s", j.ObservedStatus)
 		}
 		fmt.Fprintln(tw)
 	}
-	if err := tw.Flush(); err != nil {
-		fmt.Fprintf(stderr, "lock-example: %v\n", err)
-		return exitSetup
-	}
-	return exitOK
+	return tw.Flush()
 }
 
-// watchLock reads one lock until --watch has passed.
-func watchLock(ctx context.Context, cfg *config, client *dynamolock.Client, key string) (*observed, error) {
-	o := &observed{}
+// watchLocks reads the locks keys until --watch has passed. A key without
+// an item has a nil entry.
+func watchLocks(ctx context.Context, cfg *config, client *dynamolock.Client, tap *itemTap, keys []string) ([]*observed, error) {
+	obs := make([]*observed, len(keys))
+	sortValue := cfg.sortValue()
 	start, prevRead := time.Now(), time.Time{}
 	for {
 		at := time.Now()
-		l, err := client.GetWithContext(ctx, key)
-		if err != nil {
-			return nil, err
+		for i, key := range keys {
+			l, err := client.GetWithContext(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			if l.OwnerName() == "" {
+				obs[i] = nil
+				continue
+			}
+			if obs[i] == nil {
+				obs[i] = &observed{}
+			}
+			obs[i].see(l, holdersOf(tap.item(key, sortValue)), at, prevRead)
 		}
-		if l.OwnerName() == "" {
-			return nil, nil
-		}
-		o.see(l, at, prevRead)
 		prevRead = at
 		if time.Since(start) >= cfg.watch {
-			return o, nil
+			return obs, nil
 		}
 		select {
 		case <-ctx.Done():

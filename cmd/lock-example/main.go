@@ -39,9 +39,9 @@ const (
 	exitNotFound  = 127 // the command was not found
 	exitNoSuchKey = 1   // show / force-release: no lock item with that name
 	// exitNotReleased: force-release found nothing of --owner's to release
-	// (the lock is another owner's, or was renewed meanwhile). Not a usage
-	// error: the command line was right, the lock was not in the state it
-	// named; 1, as for a lock that is not there.
+	// (the lock is another owner's, shared holders', or was renewed
+	// meanwhile). Not a usage error: the command line was right, the lock
+	// was not in the state it named; 1, as for a lock that is not there.
 	exitNotReleased = 1
 )
 
@@ -56,14 +56,31 @@ Runs <command> while holding the lock <lock-name> in a DynamoDB table, so
 that it never runs in two places at once: a cron job that must run on one
 host at a time, a deploy step that must never overlap.
 
+Modes (README.md says each one's guarantees and DynamoDB costs):
+  (default)          exclusive: no other run of the name at once, shared or not
+  --shared           shared: any number of --shared runs at once, never beside
+                     an exclusive one; an exclusive run that waits goes before
+                     shared runs that come after it (it is never starved)
+  --limit N          at most N runs of the name at once, each in one of N slots
+                     (DYNAMOLOCK_SLOT, 0 to N-1); every run of the name must
+                     give the same N (runs that give a larger N use more slots,
+                     so up to the largest N run at once)
+  --hold-at-least D  keep the lock, renewed, until D after it was taken, even
+                     when the command ends sooner, so that a job scheduled on
+                     several hosts runs once: a run that fires within D exits
+                     75 (without --wait-for-lock). lock-example exits with the
+                     command's status once D has passed; SIGINT or SIGTERM
+                     releases it at once. At most 24h.
+
 The command is run directly (no shell: write sh -c '...' for one), with
 stdin, stdout and stderr passed through, in a process group of its own (the
 job); in the foreground of a terminal, the job gets the terminal. SIGINT,
 SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to lock-example are
 forwarded to the job. Its environment also holds DYNAMOLOCK_NAME,
-DYNAMOLOCK_OWNER and DYNAMOLOCK_FENCING_TOKEN (see Fencing below).
+DYNAMOLOCK_OWNER and DYNAMOLOCK_FENCING_TOKEN (see Fencing below), and
+with --limit, DYNAMOLOCK_SLOT.
 
-What lock-example guarantees, for every process of the job:
+What lock-example guarantees, for every process of the job, in every mode:
   - While the job runs, lock-example renews the lock every --heartbeat.
   - Lock lost (taken over, force-released): the job gets SIGTERM, then
     SIGKILL after --kill-grace; exit 76.
@@ -99,8 +116,10 @@ signal), the lock is kept for one more lease, renewed, so that a failed job
 is not at once run again elsewhere, then released, and lock-example exits;
 SIGINT, SIGTERM, SIGHUP or SIGQUIT end that wait early. --release-on-error
 releases it at once. A command that ends after lock-example got one of
-those four signals (Ctrl-C) was asked to stop, not failed: once no process
-of its group is left, the lock is released at once.
+those four signals, that one of them killed, or that exits with 128+N
+after signal N of them reached its group (Ctrl-C at a terminal) was asked
+to stop, not failed: once no process of its group is left, the lock is
+released at once, --hold-at-least or not.
 
 A held lock makes lock-example exit at once with 75, unless
 --wait-for-lock: then it waits until the lock is released, or taken over
@@ -120,15 +139,19 @@ Exit status:
   130    interrupted (SIGINT) while waiting for the lock; 143 for SIGTERM (128+N)
   For show: 0 done, 1 no such lock, 125 error. For force-release: 0
   released (or already released), 1 nothing released (no such lock, or not
-  held by --owner: another owner's, or renewed meanwhile), 125 error.
+  held by --owner: another owner's, shared holders', or renewed meanwhile),
+  125 error.
 
 Subcommands (a lock named like one is run with: lock-example [flags] -- <lock-name> <command>):
   create-table   create the table (and its sort key with --sort-key NAME);
                  an existing table is not an error
   list           list every lock: key, sort key (the table's, found with
-                 DescribeTable), owner, lease, released, fencing token, data
-                 size; --json prints a JSON array
-  show           print one lock, with its data; --json prints a JSON object
+                 DescribeTable), how it is held (exclusive, shared by N, slot
+                 i of N), owner, lease, released, fencing token, data size;
+                 --json prints a JSON array
+  show           print one lock, with its data and its shared holders and
+                 waiters; for a --limit name (or with --limit N), its slots;
+                 --json prints a JSON object
   force-release  release a lock whose holder died; --owner must name its
                  current owner, as list and show print it. A live holder loses
                  the lock at its next heartbeat.
@@ -153,6 +176,16 @@ Examples:
 
   # Deploy; if a deploy is running, wait up to 10 minutes for it to end.
   lock-example --wait-for-lock --timeout 10m deploy-prod ./deploy.sh v1.2.3
+
+  # Backups read the database together; a migration waits for them, alone.
+  lock-example --shared --wait-for-lock db ./backup.sh
+  lock-example --wait-for-lock db ./migrate.sh
+
+  # At most 4 encoders across the fleet.
+  lock-example --limit 4 --wait-for-lock encoders ./encode.sh "$FILE"
+
+  # Cron on every host at 02:00: the report runs once, whichever host fires first.
+  0 2 * * * lock-example --hold-at-least 10m nightly-report ./report.sh
 
   # Against DynamoDB Local: create the table, run, look at the lock.
   export DYNAMODB_ENDPOINT=http://127.0.0.1:8000
@@ -188,6 +221,10 @@ type config struct {
 	json           bool
 	watch          time.Duration
 	verbose        bool
+	shared         bool            // --shared: a reader of the read/write lock name
+	limit          int             // --limit N: one of N slots (0: not given)
+	holdAtLeast    time.Duration   // --hold-at-least D
+	set            map[string]bool // the flags given on the command line, by name
 }
 
 func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
@@ -208,6 +245,9 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.json, "json", false, "list, show: print JSON")
 	fs.DurationVar(&cfg.watch, "watch", 0, "list, show: read the locks again until this much time has passed, and say which\nwere renewed meanwhile (a holder that renews none for its lease is dead or cut off)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "log lock events to stderr")
+	fs.BoolVar(&cfg.shared, "shared", false, "run as one of the lock's shared holders: shared runs overlap each other,\nand a run without --shared on the same name excludes them all")
+	fs.IntVar(&cfg.limit, "limit", 0, fmt.Sprintf("run as one of at most N holders of the name at once (1 to %d; every run of\nthe name must give the same N); show: read the N slots of the name", dynamolock.MaxSemaphoreSize))
+	fs.DurationVar(&cfg.holdAtLeast, "hold-at-least", 0, "keep the lock, renewed, until D after it was taken, even when the command ends sooner\n(a scheduled job fired on several hosts runs once); at most 24h")
 	// flag calls Usage on every parse error; run prints the help itself.
 	fs.Usage = func() {}
 	return fs
@@ -247,13 +287,21 @@ func run(args []string, stdin, stdout, stderr *os.File) int {
 		if err != nil {
 			return parseFailed(fs, err, stdout, stderr)
 		}
+		cfg.noteSet(fs)
 		return runAdmin(cfg, rest[0], pos, stdout, stderr)
 	}
+	cfg.noteSet(fs)
 	if len(rest) < 2 {
 		fmt.Fprintln(stderr, "lock-example: need a lock name and a command; see lock-example --help")
 		return exitSetup
 	}
 	return runLocked(cfg, rest[0], rest[1:], stdin, stdout, stderr)
+}
+
+// noteSet records which flags the command line gave.
+func (c *config) noteSet(fs *flag.FlagSet) {
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 }
 
 // parseFailed handles a flag error: --help prints the help, anything else
@@ -293,6 +341,9 @@ type usageError struct {
 }
 
 func (e *usageError) Error() string {
+	if e.value == nil {
+		return e.flag + ": " + e.reason
+	}
 	return fmt.Sprintf("%s %v: %s", e.flag, e.value, e.reason)
 }
 
@@ -392,7 +443,7 @@ func (c *config) clientOptions(stderr io.Writer) ([]dynamolock.ClientOption, err
 }
 
 // newClient connects to DynamoDB and builds a lock client from the flags.
-func (c *config) newClient(stderr io.Writer, extra ...dynamolock.ClientOption) (*dynamolock.Client, *dynamodb.Client, error) {
+func (c *config) newClient(stderr io.Writer, extra ...dynamolock.ClientOption) (*dynamolock.Client, *itemTap, error) {
 	if _, err := c.clientOptions(stderr); err != nil {
 		return nil, nil, err // bad flags are reported before the AWS configuration is read
 	}
@@ -400,18 +451,25 @@ func (c *config) newClient(stderr io.Writer, extra ...dynamolock.ClientOption) (
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := c.newClientFor(db, stderr, extra...)
+	tap := c.tapOn(db)
+	client, err := c.newClientFor(tap, stderr, extra...)
 	if err != nil {
 		return nil, nil, err
 	}
-	return client, db, nil
+	return client, tap, nil
 }
 
-// newClientFor builds a lock client on db from the flags.
-func (c *config) newClientFor(db *dynamodb.Client, stderr io.Writer, extra ...dynamolock.ClientOption) (*dynamolock.Client, error) {
+// tapOn wraps db to remember the items its calls show (see itemTap).
+func (c *config) tapOn(db *dynamodb.Client) *itemTap {
+	sk, _, _ := strings.Cut(c.sortKey, "=")
+	return newItemTap(db, c.partitionKey, sk)
+}
+
+// newClientFor builds a lock client on tap from the flags.
+func (c *config) newClientFor(tap *itemTap, stderr io.Writer, extra ...dynamolock.ClientOption) (*dynamolock.Client, error) {
 	opts, err := c.clientOptions(stderr)
 	if err != nil {
 		return nil, err
 	}
-	return dynamolock.New(db, c.table, append(opts, extra...)...)
+	return dynamolock.New(tap, c.table, append(opts, extra...)...)
 }

@@ -33,9 +33,13 @@ import (
 // DynamoDB Local ($DYNAMODB_ENDPOINT, or one started for the run).
 
 var (
-	binPath  string           // the lock-example binary under test
-	endpoint string           // DynamoDB Local
-	db       *dynamodb.Client // for setting up and inspecting tables
+	binPath string // the lock-example binary under test
+	// plainBinPath is lock-example built without -race, as users run it:
+	// the tests of how long runs take use it (a race-built binary starts
+	// several times slower, and a run starts three of them).
+	plainBinPath string
+	endpoint     string           // DynamoDB Local
+	db           *dynamodb.Client // for setting up and inspecting tables
 )
 
 var leakOptions = []goleak.Option{
@@ -61,6 +65,14 @@ func testMain(m *testing.M) int {
 	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: building lock-example: %v\n%s", err, out)
 		return 1
+	}
+	plainBinPath = binPath
+	if raceEnabled() {
+		plainBinPath = filepath.Join(dir, "lock-example-plain")
+		if out, err := exec.Command("go", "build", "-o", plainBinPath, ".").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: building lock-example: %v\n%s", err, out)
+			return 1
+		}
 	}
 
 	ctx := context.Background()
@@ -145,10 +157,17 @@ func startToolEnv(t *testing.T, env []string, args ...string) *proc {
 // shell with job control starts a job).
 func startToolAttr(t *testing.T, env []string, attr *syscall.SysProcAttr, args ...string) *proc {
 	t.Helper()
-	p := &proc{done: make(chan struct{})}
-	p.cmd = exec.Command(binPath, args...)
-	p.cmd.Env = append(childEnv(), env...)
-	p.cmd.SysProcAttr = attr
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(childEnv(), env...)
+	cmd.SysProcAttr = attr
+	return startProc(t, cmd, func(p *proc) { _ = p.cmd.Process.Kill() })
+}
+
+// startProc starts cmd in the background; kill ends it at the test's end
+// if it is still running.
+func startProc(t *testing.T, cmd *exec.Cmd, kill func(*proc)) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, done: make(chan struct{})}
 	// A process left behind holding stdout must not keep Wait waiting.
 	p.cmd.WaitDelay = 2 * time.Second
 	p.cmd.Stdout = &p.stdout
@@ -171,7 +190,7 @@ func startToolAttr(t *testing.T, env []string, attr *syscall.SysProcAttr, args .
 		select {
 		case <-p.done:
 		default:
-			_ = p.cmd.Process.Kill()
+			kill(p)
 			<-p.done
 		}
 	})

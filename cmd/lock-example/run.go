@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2"
@@ -38,8 +37,9 @@ type runner struct {
 	stdin, stdout, stderr *os.File
 	sigs                  chan os.Signal // the signals to forward
 	client                *dynamolock.Client
-	db                    *dynamodb.Client
+	tap                   *itemTap // the lock client's DynamoDB client
 	t                     timings
+	acquiredAt            time.Time // when the lock was granted (--hold-at-least counts from then)
 }
 
 // runLocked runs argv while holding the lock name, as the usage text says,
@@ -47,7 +47,10 @@ type runner struct {
 func runLocked(cfg *config, name string, argv []string, stdin, stdout, stderr *os.File) int {
 	r := &runner{cfg: cfg, name: name, argv: argv, stdin: stdin, stdout: stdout, stderr: stderr}
 	var err error
-	if r.t, err = cfg.timings(); err != nil {
+	if r.t, err = cfg.timings(); err == nil {
+		err = cfg.checkMode(r.t)
+	}
+	if err != nil {
 		r.logf("%v", err)
 		return exitSetup
 	}
@@ -67,7 +70,7 @@ func runLocked(cfg *config, name string, argv []string, stdin, stdout, stderr *o
 	defer signal.Stop(r.sigs)
 
 	// lock-example renews the lock itself (keeper), not the client.
-	if r.client, r.db, err = cfg.newClient(stderr, dynamolock.DisableHeartbeat()); err != nil {
+	if r.client, r.tap, err = cfg.newClient(stderr, dynamolock.DisableHeartbeat()); err != nil {
 		r.logf("%v", err)
 		return exitSetup
 	}
@@ -76,6 +79,7 @@ func runLocked(cfg *config, name string, argv []string, stdin, stdout, stderr *o
 		r.closeClient() // releases the lock if it was granted after all
 		return code
 	}
+	r.acquiredAt = time.Now()
 	return r.runCommand(lock)
 }
 
@@ -104,7 +108,7 @@ func (r *runner) waitForLock() (*dynamolock.Lock, int) {
 	defer cancel()
 	res := make(chan acquired, 1)
 	if r.cfg.verbose {
-		r.logf("taking lock %q", r.name)
+		r.logf("taking %s %q", r.cfg.modeText(), r.name)
 	}
 	go func() {
 		l, busy, err := r.acquire(ctx)
@@ -159,7 +163,6 @@ wait:
 	if probing {
 		<-probed
 	}
-	var held *dynamolock.LockHeldError
 	switch {
 	case a.busy && r.cfg.timeout > 0:
 		// The wait also retries DynamoDB errors until the deadline: read the
@@ -168,16 +171,16 @@ wait:
 		defer cancel()
 		view, err := r.client.GetWithContext(ctx, r.name)
 		if err != nil {
-			r.logf("lock %q not acquired within --timeout %s: %s", r.name, r.cfg.timeout, r.errText(err))
+			r.logf("lock %q not acquired within --timeout %s: %s", r.name, r.cfg.timeout, r.explain(err))
 			return nil, exitSetup
 		}
-		r.logf("lock %q not acquired within --timeout %s: held by %q", r.name, r.cfg.timeout, view.OwnerName())
-		return nil, exitBusy
-	case a.busy && errors.As(a.err, &held):
-		r.logf("lock %q is busy: held by %q (lease %s)", r.name, held.Owner, held.LeaseDuration)
+		if view.OwnerName() != "" && !view.IsReleased() {
+			a.err = &dynamolock.LockHeldError{Key: r.name, Owner: view.OwnerName(), LeaseDuration: view.LeaseDuration()}
+		}
+		r.logf("lock %q not acquired within --timeout %s: %s", r.name, r.cfg.timeout, r.heldBy(a.err))
 		return nil, exitBusy
 	case a.busy:
-		r.logf("lock %q is busy: %v", r.name, a.err)
+		r.logf("lock %q is busy: %s", r.name, r.heldBy(a.err))
 		return nil, exitBusy
 	case a.err != nil:
 		r.logf("%s", r.explain(a.err))
@@ -195,11 +198,7 @@ func (r *runner) acquire(ctx context.Context) (lock *dynamolock.Lock, busy bool,
 			return nil, false, err
 		}
 	}
-	// The item's data is always this run's: none without --data.
-	opts := []dynamolock.AcquireLockOption{dynamolock.ReplaceData()}
-	if cfg.data != "" {
-		opts = append(opts, dynamolock.WithData([]byte(cfg.data)))
-	}
+	opts := cfg.dataOptions()
 	switch {
 	case !cfg.waitForLock && cfg.timeout == 0:
 		opts = append(opts, dynamolock.FailIfLocked())
@@ -213,15 +212,11 @@ func (r *runner) acquire(ctx context.Context) (lock *dynamolock.Lock, busy bool,
 	default:
 		opts = append(opts, dynamolock.WithAdditionalTimeToWaitForLock(waitForever))
 	}
-	lock, err = r.client.AcquireLockWithContext(ctx, r.name, opts...)
+	lock, err = r.takeLock(ctx, opts)
 	if err == nil {
 		return lock, false, nil
 	}
-	var held *dynamolock.LockHeldError
-	var timeout *dynamolock.TimeoutError
-	busy = errors.As(err, &held) || errors.As(err, &timeout) ||
-		errors.Is(context.Cause(ctx), context.DeadlineExceeded)
-	return nil, busy, err
+	return nil, isBusy(ctx, err), err
 }
 
 // outcome is how the command's run ended.
@@ -238,10 +233,14 @@ type outcome struct {
 
 // commandEnv is the command's environment.
 func (r *runner) commandEnv(k *keeper) []string {
-	return append(os.Environ(),
+	env := append(os.Environ(),
 		"DYNAMOLOCK_NAME="+r.name,
 		"DYNAMOLOCK_OWNER="+r.client.OwnerName(),
 		"DYNAMOLOCK_FENCING_TOKEN="+strconv.FormatUint(k.lock.FencingToken(), 10))
+	if r.cfg.limit > 0 {
+		env = append(env, "DYNAMOLOCK_SLOT="+slotIndex(k.lock))
+	}
+	return env
 }
 
 func describeLoss(name string, err error) string {
@@ -271,6 +270,11 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 	defer stopKeeper()
 
 	o := r.superviseJob(k)
+	// until is the earliest release --hold-at-least allows.
+	var until time.Time
+	if r.cfg.holdAtLeast > 0 {
+		until = r.acquiredAt.Add(r.cfg.holdAtLeast)
+	}
 	switch {
 	case o.notRun:
 		stopKeeper()
@@ -281,15 +285,27 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 		r.closeClient() // releases the lock if it is still held after all
 		return exitLockLost
 	case o.leftover:
-		r.logf("keeping lock %q for one lease (%s), renewed, before releasing it", r.name, r.t.lease)
-		r.hold(k)
+		end := later(time.Now().Add(r.t.lease), until)
+		r.logf("keeping lock %q %s, renewed, before releasing it", r.name, r.keepText(end, until))
+		r.hold(k, end)
 	case o.interrupted != nil:
-		r.logf("the command ended after %v (status %d) and no process of its group is left: releasing lock %q now",
-			o.interrupted, o.code, r.name)
+		why := ""
+		if time.Now().Before(until) {
+			why = " (--hold-at-least does not hold back a command asked to stop)"
+		}
+		r.logf("the command ended after %v (status %d) and no process of its group is left: releasing lock %q now%s",
+			o.interrupted, o.code, r.name, why)
 	case o.code != 0 && !r.cfg.releaseOnError:
-		r.logf("the command failed (status %d): keeping lock %q for one lease (%s), renewed, before releasing it (--release-on-error releases it at once)",
-			o.code, r.name, r.t.lease)
-		r.hold(k)
+		end := later(time.Now().Add(r.t.lease), until)
+		r.logf("the command failed (status %d): keeping lock %q %s, renewed, before releasing it (--release-on-error releases it at once)",
+			o.code, r.name, r.keepText(end, until))
+		r.hold(k, end)
+	case time.Now().Before(until):
+		if r.cfg.verbose || isTerminal(r.stderr) {
+			r.logf("the command ended (status %d): keeping lock %q %s, renewed; SIGINT or SIGTERM releases it now",
+				o.code, r.name, r.keepText(until, until))
+		}
+		r.hold(k, until)
 	}
 	stopKeeper()
 	if _, lost := k.state(); lost != nil {
@@ -311,13 +327,14 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 	return o.code
 }
 
-// hold keeps the lock, renewed, for one lease, so that a failed job is not
-// run again elsewhere at once; SIGINT, SIGTERM, SIGHUP or SIGQUIT end the
-// wait early. Then the caller releases it. Leaving it unreleased instead
-// would keep it held until someone waits a full lease for it or
-// force-releases it.
-func (r *runner) hold(k *keeper) {
-	t := time.NewTimer(r.t.lease)
+// hold keeps the lock, renewed, until end: one lease after a failure, so
+// that a failed job is not run again elsewhere at once, or as long as
+// --hold-at-least says. SIGINT, SIGTERM, SIGHUP or SIGQUIT end the wait
+// early. Then the caller releases it. Leaving it unreleased instead would
+// keep it held until someone waits a full lease for it or force-releases
+// it.
+func (r *runner) hold(k *keeper, end time.Time) {
+	t := time.NewTimer(time.Until(end))
 	defer t.Stop()
 	for {
 		select {
@@ -334,6 +351,23 @@ func (r *runner) hold(k *keeper) {
 			}
 		}
 	}
+}
+
+// keepText says how long hold keeps the lock: until end, which is until
+// (--hold-at-least's) or one lease from now.
+func (r *runner) keepText(end, until time.Time) string {
+	if end.Equal(until) {
+		return fmt.Sprintf("until --hold-at-least %s after it was taken (%s more)", r.cfg.holdAtLeast,
+			time.Until(end).Round(100*time.Millisecond))
+	}
+	return fmt.Sprintf("for one lease (%s)", r.t.lease)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func newLogger(w io.Writer) *slog.Logger {
