@@ -5,8 +5,9 @@
 # stopped at the end whatever happens; an endpoint in DYNAMODB_ENDPOINT is
 # used instead and left as it is), builds lock-example, creates a lock table, runs two lock-example
 # processes at once on the same lock, shows that their jobs never overlap
-# and that a third, non-waiting run is turned away, then prints the lock
-# table. Talks to nothing but 127.0.0.1.
+# and that a third, non-waiting run is turned away, runs three --shared
+# runs at once beside an exclusive one that waits for them, then prints
+# the lock table. Talks to nothing but 127.0.0.1.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -105,6 +106,35 @@ if grep -q OVERLAP "$LOG" || [[ "$(grep -c ' start ' "$LOG")" != 2 ]] ||
   exit 1
 fi
 echo "OK: each run started only after the other had ended; they never overlapped"
+
+say "three --shared runs at once on lock \"db\", and an exclusive run beside them"
+echo "    lock-example --shared --wait-for-lock db sh -c '<job>' &    (three times)"
+echo "    lock-example --wait-for-lock db sh -c '<job>'"
+# shellcheck disable=SC2016 # expanded by the job's own shell
+sjob='echo "$(date +%H:%M:%S)  [$RUN] start" | tee -a "$LOG2"; sleep 1; echo "$(date +%H:%M:%S)  [$RUN] end" | tee -a "$LOG2"'
+export LOG2="$work/log2"
+for r in S1 S2 S3; do
+  RUN=$r le --shared --wait-for-lock --lease 4s db sh -c "$sjob" &
+  pids+=($!)
+done
+for _ in $(seq 1 300); do
+  [[ "$(grep -c ' start' "$LOG2" 2>/dev/null)" == 3 ]] && break
+  sleep 0.05
+done
+RUN=X le --wait-for-lock --lease 4s db sh -c "$sjob"
+status=0
+for pid in "${pids[@]}"; do
+  wait "$pid" || status=$?
+done
+pids=()
+# Shared runs overlap: the three start before any ends. The exclusive run
+# starts after all three have ended.
+order="$(awk '{ printf "%s-%s ", ($2 == "[X]") ? "X" : "S", $3 }' "$LOG2")"
+if [[ "$status" != 0 || "$order" != "S-start S-start S-start S-end S-end S-end X-start X-end " ]]; then
+  echo "demo: FAILED: shared runs did not run together, or the exclusive run overlapped them" >&2
+  exit 1
+fi
+echo "OK: the shared runs ran together; the exclusive run started once they had all ended"
 
 say "the lock table (lock-example list)"
 le list
