@@ -372,6 +372,22 @@ func gone(pid int) bool {
 	return i > 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
 }
 
+// killOnCleanup SIGKILLs the pids listed in files (one per line, or
+// several files) at the end of the test, in case the code under test left
+// them running.
+func killOnCleanup(t *testing.T, files ...string) {
+	t.Cleanup(func() {
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			for _, s := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(s); err == nil && pid > 1 {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	})
+}
+
 func readPID(t *testing.T, path string) int {
 	t.Helper()
 	b, err := os.ReadFile(path)

@@ -84,22 +84,6 @@ func allStopped(pgrp int) bool {
 	return len(pids) > 0
 }
 
-// killOnCleanup SIGKILLs the pids listed in files (one per line, or
-// several files) at the end of the test, in case the code under test left
-// them running.
-func killOnCleanup(t *testing.T, files ...string) {
-	t.Cleanup(func() {
-		for _, f := range files {
-			b, _ := os.ReadFile(f)
-			for _, s := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(s); err == nil && pid > 1 {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		}
-	})
-}
-
 // readPIDs returns the pids in path, one per line.
 func readPIDs(t *testing.T, path string) []int {
 	t.Helper()
