@@ -38,8 +38,8 @@ func (c *Client) AcquireLockWithContext(ctx context.Context, key string, opts ..
 // acquireKey acquires one key; untilCtx: without an explicit
 // WithAdditionalTimeToWaitForLock, wait as long as ctx allows.
 func (c *Client) acquireKey(ctx context.Context, key string, opts []AcquireLockOption, untilCtx bool) (*Lock, error) {
-	if c.isClosed() {
-		return nil, ErrClientClosed
+	if err := c.enter(ctx); err != nil {
+		return nil, err
 	}
 	o, err := c.acquireOptions(opts, untilCtx)
 	if err != nil {

@@ -48,6 +48,12 @@ import (
 // acquisition is admitted (and reserved). Without background heartbeats
 // there is nothing to protect.
 func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline time.Time, what string) (admission, error) {
+	if err := checkContext(ctx); err != nil {
+		// Every acquisition passes here before its first call: a kind of
+		// holder whose entry does not check ctx (Client.enter) is still
+		// refused before it reaches DynamoDB.
+		return admission{}, err
+	}
 	if c.cfg.heartbeatPeriod <= 0 || c.cfg.heartbeatAdmission == 0 {
 		return admission{}, nil
 	}

@@ -141,6 +141,19 @@ func (c *Client) itemKeyOf(key string, sortKey *string) map[string]types.Attribu
 	return k
 }
 
+// enter is the first step of every exported method of a Client that takes
+// a context: a nil ctx is bad input (an *InvalidArgumentError, before any
+// call), and a closed client returns ErrClientClosed.
+func (c *Client) enter(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
+	if c.isClosed() {
+		return ErrClientClosed
+	}
+	return nil
+}
+
 func (c *Client) isClosed() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -213,8 +226,8 @@ func (c *Client) GetWithSortKeyWithContext(ctx context.Context, key, sortKey str
 }
 
 func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, error) {
-	if c.isClosed() {
-		return nil, ErrClientClosed
+	if err := c.enter(ctx); err != nil {
+		return nil, err
 	}
 	if err := validateKey(key); err != nil {
 		return nil, err
@@ -282,6 +295,9 @@ func (c *Client) Close() error {
 // release could be sent; session monitors still fire for locks that wait
 // for their release. Later calls of any method return [ErrClientClosed].
 func (c *Client) CloseWithContext(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err // the client stays open: Close it with a context
+	}
 	err := ErrClientClosed
 	c.closeOnce.Do(func() { err = c.close(ctx) })
 	return err

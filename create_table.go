@@ -43,8 +43,8 @@ func (c *Client) CreateTable(tableName string, opts ...CreateTableOption) (*dyna
 // [ErrTableExists]; [Client.CreateTableIfNotExists] treats that
 // as success instead.
 func (c *Client) CreateTableWithContext(ctx context.Context, tableName string, opts ...CreateTableOption) (*dynamodb.CreateTableOutput, error) {
-	if c.isClosed() {
-		return nil, ErrClientClosed
+	if err := c.enter(ctx); err != nil {
+		return nil, err
 	}
 	o, err := c.createTableOptions(tableName, opts)
 	if err != nil {
@@ -156,8 +156,8 @@ func (c *Client) TableExists(ctx context.Context) (bool, error) {
 // describeLockTable describes the client's table: nil when it does not
 // exist.
 func (c *Client) describeLockTable(ctx context.Context, feature string) (*types.TableDescription, error) {
-	if c.isClosed() {
-		return nil, ErrClientClosed
+	if err := c.enter(ctx); err != nil {
+		return nil, err
 	}
 	if !c.canDescribe() {
 		return nil, unsupported(feature, "DescribeTable")
@@ -201,8 +201,8 @@ func (c *Client) AssertTableExists(ctx context.Context) error {
 // before any call. Bad options return an *[InvalidArgumentError] before any
 // call.
 func (c *Client) CreateTableIfNotExists(ctx context.Context, opts ...CreateTableOption) (created bool, err error) {
-	if c.isClosed() {
-		return false, ErrClientClosed
+	if err := c.enter(ctx); err != nil {
+		return false, err
 	}
 	tableName := c.cfg.tableName
 	o, err := c.createTableOptions(tableName, opts)

@@ -86,6 +86,9 @@ func (c *Client) NewElection(name string) *Election {
 // Called while this Election already leads, Campaign proclaims value (see
 // [Election.Proclaim]) and returns the same lock.
 func (e *Election) Campaign(ctx context.Context, value []byte, opts ...AcquireLockOption) (*Lock, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
 	if l := e.current(); l != nil && l.Err() == nil {
 		if err := e.Proclaim(ctx, value); err != nil {
 			return nil, err
@@ -136,6 +139,9 @@ func (e *Election) current() *Lock {
 // [ErrNotLeader] when this Election does not lead, or lost its leadership
 // in this very write (then the error matches [ErrLockLost] too).
 func (e *Election) Proclaim(ctx context.Context, value []byte) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	l := e.current()
 	if l == nil {
 		return ErrNotLeader
@@ -178,6 +184,9 @@ func (e *Election) Proclaim(ctx context.Context, value []byte) error {
 // error matches [ErrReleaseOutcomeUnknown], and this Election no longer
 // leads.
 func (e *Election) Resign(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	l := e.lock
 	e.mu.Unlock()
@@ -207,6 +216,9 @@ func (e *Election) Resign(ctx context.Context) error {
 // reported until a candidate takes over, one lease after its last
 // heartbeat: one read cannot tell a dead leader from a live one.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if err := checkContext(ctx); err != nil {
+		return Leader{}, err
+	}
 	e.mu.Lock()
 	unsure := e.unsure
 	e.mu.Unlock()
@@ -241,11 +253,16 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 //
 // The channel is unbuffered and polling pauses until each state is
 // received, so a receiver that falls behind gets no backlog: after a slow
-// receive, the next poll delivers whatever is current then. It is closed, and its goroutine
-// ends, when ctx ends, when the client is closed, or at once when the name
-// is not a valid key.
+// receive, the next poll delivers whatever is current then. It is closed,
+// and its goroutine ends, when ctx ends, when the client is closed, or at
+// once when the name is not a valid key or ctx is nil (no goroutine starts
+// then).
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
+	if checkContext(ctx) != nil {
+		close(ch) // no error to return: a nil ctx is bad input, as a bad name is
+		return ch
+	}
 	notify := make(chan struct{}, 1)
 	e.mu.Lock()
 	if e.observers == nil {

@@ -1,6 +1,7 @@
 package dynamolock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -129,6 +130,15 @@ func formatValue(v any) string {
 	default:
 		return fmt.Sprintf("%v", v)
 	}
+}
+
+// checkContext refuses a nil ctx, which would otherwise panic deep in a
+// call (the table check, the SDK), with an *InvalidArgumentError.
+func checkContext(ctx context.Context) error {
+	if ctx == nil {
+		return invalid("ctx", nil, "must not be nil: pass context.Background() for a call that no deadline or cancellation ends")
+	}
+	return nil
 }
 
 func invalid(name string, value any, format string, args ...any) error {

@@ -45,8 +45,8 @@ func (c *Client) SendHeartbeat(lock *Lock, opts ...SendHeartbeatOption) error {
 // this client does not hold, [ErrLockAlreadyReleased] for a released lock,
 // and [ErrOwnerMismatched] for a lock of another owner.
 func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts ...SendHeartbeatOption) error {
-	if c.isClosed() {
-		return ErrClientClosed
+	if err := c.enter(ctx); err != nil {
+		return err
 	}
 	if lock == nil {
 		return nilLock()
@@ -83,6 +83,9 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 // its lease is left, it sends a heartbeat (with a lease of d if d is longer
 // than the lease); otherwise it does nothing.
 func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if l == nil {
 		return nilLock()
 	}

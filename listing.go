@@ -21,8 +21,8 @@ import (
 // otherwise).
 func (c *Client) AllLocks(ctx context.Context) iter.Seq2[*Lock, error] {
 	return func(yield func(*Lock, error) bool) {
-		if c.isClosed() {
-			yield(nil, ErrClientClosed)
+		if err := c.enter(ctx); err != nil {
+			yield(nil, err)
 			return
 		}
 		if !c.canScan() {
@@ -46,8 +46,8 @@ func (c *Client) AllLocks(ctx context.Context) iter.Seq2[*Lock, error] {
 // for more. Views and errors as in [Client.AllLocks]. It needs Query.
 func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[*Lock, error] {
 	return func(yield func(*Lock, error) bool) {
-		if c.isClosed() {
-			yield(nil, ErrClientClosed)
+		if err := c.enter(ctx); err != nil {
+			yield(nil, err)
 			return
 		}
 		if err := validateKey(key); err != nil {

@@ -61,8 +61,8 @@ var errTransactionConflict = errors.New("a concurrent write to one of the items 
 // answer was lost, or the reads after it failed) releases every key again
 // before it returns (best effort: otherwise they expire after one lease).
 func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...AcquireLockOption) ([]*Lock, error) {
-	if c.isClosed() {
-		return nil, ErrClientClosed
+	if err := c.enter(ctx); err != nil {
+		return nil, err
 	}
 	o, err := c.acquireOptions(opts, true)
 	if err != nil {

@@ -48,6 +48,9 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // *[LockLostError] with that cause). If the release did not land, the item
 // stays held, unrenewed, until its lease runs out.
 func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ...ReleaseLockOption) (bool, error) {
+	if err := checkContext(ctx); err != nil {
+		return false, err
+	}
 	if lock == nil {
 		return false, ErrCannotReleaseNullLock
 	}

@@ -88,8 +88,8 @@ func (s *Semaphore) slot(i int) string { return s.name + "#" + strconv.Itoa(i) }
 // take the slot that frees up.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lock, error) {
 	c := s.c
-	if c.isClosed() {
-		return nil, ErrClientClosed
+	if err := c.enter(ctx); err != nil {
+		return nil, err
 	}
 	o, err := c.acquireOptions(opts, true)
 	if err != nil {
