@@ -32,49 +32,71 @@ func (k KeyAttribute) String() string {
 // KeySchemaError reports that the lock table's key schema is not the one
 // this client uses: DynamoDB rejected a call's key, or
 // [Client.CreateTableIfNotExists] found an existing table keyed otherwise.
-// It matches [ErrKeySchemaMismatch] with [errors.Is].
+// It matches [ErrKeySchemaMismatch] with [errors.Is]. Its message names the
+// fix: where only the key names differ, the call of [New] that uses the
+// table, as Go code.
 type KeySchemaError struct {
 	Table    string
 	Expected []KeyAttribute // the key attributes this client uses (always type S)
 	Found    []KeyAttribute // the table's key schema; nil when it could not be read
 	Err      error          // DynamoDB's error, if any
 
-	options string // the options that set Expected
+	sortKeyValue string // the client's default sort key value, for the advice
 }
 
 func (e *KeySchemaError) Error() string {
 	var b strings.Builder
-	options := e.options
-	if options == "" {
-		options = "WithPartitionKeyName and WithSortKey"
-	}
 	wrongTypes := e.wrongTypes()
-	namesDiffer := e.Found == nil || !sameKeyNames(e.Expected, e.Found)
-	fmt.Fprintf(&b, "dynamolock: table %q is not keyed as this client expects: the client uses %s", e.Table, describeKeys(e.Expected))
-	if namesDiffer {
-		fmt.Fprintf(&b, " (%s)", options)
-	}
-	if e.Found != nil {
-		fmt.Fprintf(&b, "; the table has %s", describeKeys(e.Found))
+	if e.Found == nil {
+		fmt.Fprintf(&b, "dynamolock: table %q is not keyed as this client expects: the client uses %s, and the table's key schema could not be read with DescribeTable; "+
+			"give New the table's key attribute names with dynamolock.WithPartitionKeyName and dynamolock.WithSortKey", e.Table, keyNames(e.Expected))
 	} else {
-		b.WriteString("; the table's key schema could not be read (DescribeTable)")
-	}
-	for _, w := range wrongTypes {
-		fmt.Fprintf(&b, "; %s", w)
-	}
-	switch {
-	case len(wrongTypes) > 0 && namesDiffer:
-		fmt.Fprintf(&b, "; %s can match the table's key names but not its key types: lock keys are strings (type S), so use a table whose key attributes are of type S", options)
-	case len(wrongTypes) > 0:
-		b.WriteString("; lock keys are strings (type S) and no option changes that: use a table whose key attributes are of type S (Client.CreateTable, or lock-example create-table, makes one)")
-	default:
-		fmt.Fprintf(&b, "; set %s to match the table, or use a table created for this client", options)
+		fmt.Fprintf(&b, "dynamolock: table %q has %s, but this client uses %s", e.Table, keyNamesTypes(e.Found), keyNames(e.Expected))
+		switch {
+		case len(wrongTypes) > 0:
+			// No option can fix a type: lock keys are strings.
+			fmt.Fprintf(&b, "; %s: lock keys are strings and no option changes that, so use a table whose key attributes are of type S "+
+				"(Client.CreateTableIfNotExists, or lock-example create-table, makes one)", strings.Join(wrongTypes, "; "))
+		case !sameKeyNames(e.Expected, e.Found):
+			fmt.Fprintf(&b, "; to use this table, make the client with %s", e.fix())
+		}
 	}
 	if e.Err != nil {
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
 	}
 	return b.String()
+}
+
+// fix is the call of New that makes a client keyed as the table is, as Go
+// code to paste (with the program's other options added).
+func (e *KeySchemaError) fix() string {
+	var opts []string
+	hadSortKey := false
+	for _, k := range e.Expected {
+		hadSortKey = hadSortKey || k.KeyType == types.KeyTypeRange
+	}
+	hasSortKey := false
+	for _, k := range e.Found {
+		switch k.KeyType {
+		case types.KeyTypeHash:
+			if k.Name != DefaultPartitionKeyName {
+				opts = append(opts, fmt.Sprintf("dynamolock.WithPartitionKeyName(%q)", k.Name))
+			}
+		case types.KeyTypeRange:
+			hasSortKey = true
+			opts = append(opts, fmt.Sprintf("dynamolock.WithSortKey(%q, %q)", k.Name, e.sortKeyValue))
+		}
+	}
+	code := fmt.Sprintf("dynamolock.New(client, %q", e.Table)
+	for _, o := range opts {
+		code += ", " + o
+	}
+	code += ")"
+	if hadSortKey && !hasSortKey {
+		code += ", without WithSortKey"
+	}
+	return code
 }
 
 // wrongTypes describes the table's key attributes whose type is not the
@@ -115,12 +137,27 @@ func (e *KeySchemaError) Is(target error) bool { return target == ErrKeySchemaMi
 // Unwrap returns DynamoDB's error.
 func (e *KeySchemaError) Unwrap() error { return e.Err }
 
-func describeKeys(keys []KeyAttribute) string {
+// keyNames describes a key schema by its attribute names, e.g.
+// `partition key "key" and no sort key`.
+func keyNames(keys []KeyAttribute) string { return describeKeys(keys, false) }
+
+// keyNamesTypes describes a key schema with its attribute types, e.g.
+// `partition key "id" of type S and no sort key`.
+func keyNamesTypes(keys []KeyAttribute) string { return describeKeys(keys, true) }
+
+func describeKeys(keys []KeyAttribute, withTypes bool) string {
 	parts := make([]string, 0, 2)
 	sort := false
 	for _, k := range keys {
-		parts = append(parts, k.String())
-		sort = sort || k.KeyType == types.KeyTypeRange
+		role := "partition key"
+		if k.KeyType == types.KeyTypeRange {
+			role, sort = "sort key", true
+		}
+		part := fmt.Sprintf("%s %q", role, k.Name)
+		if withTypes && k.Type != "" {
+			part += " of type " + string(k.Type)
+		}
+		parts = append(parts, part)
 	}
 	if !sort {
 		parts = append(parts, "no sort key")

@@ -71,7 +71,7 @@ func (c *Client) classifyErr(ctx context.Context, op string, err error) error {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		if ae.ErrorCode() == "ValidationException" && isKeySchemaMessage(ae.ErrorMessage()) {
-			return &KeySchemaError{Table: c.cfg.tableName, Expected: c.keySchema(), Found: c.describeKeySchema(ctx), Err: err}
+			return c.keySchemaError(c.describeKeySchema(ctx), err)
 		}
 		return err
 	}
@@ -102,6 +102,16 @@ func isKeySchemaMessage(msg string) bool {
 		}
 	}
 	return false
+}
+
+// keySchemaError reports that the table's key schema found (nil: not known)
+// is not this client's; err is DynamoDB's rejection, if any.
+func (c *Client) keySchemaError(found []KeyAttribute, err error) *KeySchemaError {
+	e := &KeySchemaError{Table: c.cfg.tableName, Expected: c.keySchema(), Found: found, Err: err}
+	if c.cfg.sortKey != nil {
+		e.sortKeyValue = *c.cfg.sortKey
+	}
+	return e
 }
 
 // keySchema is the key schema this client reads and writes.

@@ -41,7 +41,9 @@ func (c *Client) CreateTable(tableName string, opts ...CreateTableOption) (*dyna
 //
 // When the table already exists, it returns an error matching
 // [ErrTableExists]; [Client.CreateTableIfNotExists] treats that
-// as success instead.
+// as success instead. Creating the client's own table (tableName is the
+// name given to [New]) keyed on other attributes than the client's returns
+// an *[InvalidArgumentError] before any call: the client could not use it.
 func (c *Client) CreateTableWithContext(ctx context.Context, tableName string, opts ...CreateTableOption) (*dynamodb.CreateTableOutput, error) {
 	if err := c.enter(ctx); err != nil {
 		return nil, err
@@ -83,7 +85,35 @@ func (c *Client) createTableOptions(tableName string, opts []CreateTableOption) 
 	if o.timeToLiveAttribute != "" && !c.canUpdateTimeToLive() {
 		return nil, unsupported("WithTimeToLive", "UpdateTimeToLive")
 	}
+	if tableName == c.cfg.tableName {
+		if err := c.checkCreateKeys(o); err != nil {
+			return nil, err
+		}
+	}
 	return o, nil
+}
+
+// checkCreateKeys refuses to create the client's own table keyed on other
+// attributes than the client's: every call of the client would then fail
+// with a *KeySchemaError. (dynamolock v2 created it.) The fix is on New,
+// not on the creation: the error says how.
+func (c *Client) checkCreateKeys(o *createDynamoDBTableOptions) error {
+	option, name := "WithCustomPartitionKeyName", o.partitionKeyName
+	switch {
+	case o.partitionKeyName != c.cfg.partitionKeyName:
+	case o.sortKeyName != c.cfg.sortKeyName:
+		option, name = "WithSortKeyName", o.sortKeyName
+	default:
+		return nil
+	}
+	want := []KeyAttribute{{Name: o.partitionKeyName, KeyType: types.KeyTypeHash}}
+	if o.sortKeyName != "" {
+		want = append(want, KeyAttribute{Name: o.sortKeyName, KeyType: types.KeyTypeRange})
+	}
+	fix := c.keySchemaError(want, nil).fix()
+	return invalid(option, name, "this client uses %s, so it could not use table %q keyed on %s; "+
+		"drop the option to create the table this client uses, or make the client with %s and create the table through it",
+		keyNames(c.keySchema()), o.tableName, keyNames(want), fix)
 }
 
 func (c *Client) createLockTable(ctx context.Context, o *createDynamoDBTableOptions) (*dynamodb.CreateTableOutput, error) {
@@ -189,11 +219,13 @@ func (c *Client) AssertTableExists(ctx context.Context) error {
 // returns true. When it exists (created by an earlier run, another process,
 // or infrastructure code), it waits until it is ACTIVE, checks its key
 // schema, and returns false; a table keyed on other attributes or types
-// returns a *[KeySchemaError], and a global table replicated with
-// multi-Region eventual consistency an error matching
-// [ErrEventualGlobalTable] (unless [WithSingleWriterRegion]). Of the
-// options, only the key names are compared with an existing table; billing,
-// tags and TTL are not checked or changed.
+// than the client's returns a *[KeySchemaError] (which says how to make a
+// client for it), and a global table replicated with multi-Region eventual
+// consistency an error matching [ErrEventualGlobalTable] (unless
+// [WithSingleWriterRegion]). Key names in opts other than the client's
+// return an *[InvalidArgumentError] before any call: the client could not
+// use such a table. Billing, tags and TTL are not checked or changed on an
+// existing table.
 //
 // It costs one DescribeTable when the table exists, and one DescribeTable
 // plus the creation when it does not. It needs DescribeTable; with a
@@ -236,8 +268,8 @@ func (c *Client) CreateTableIfNotExists(ctx context.Context, opts ...CreateTable
 			return false, err
 		}
 	}
-	if err := checkKeySchema(tableName, o, tableKeySchema(desc)); err != nil {
-		return false, err
+	if found := tableKeySchema(desc); !sameKeySchema(c.keySchema(), found) {
+		return false, c.keySchemaError(found, nil)
 	}
 	return false, c.replicationRefused(desc)
 }
@@ -255,18 +287,4 @@ func describeTable(ctx context.Context, c *Client, tableName string) (*types.Tab
 		return nil, fmt.Errorf("dynamolock: describe table %q: the answer has no table description", tableName)
 	}
 	return out.Table, nil
-}
-
-// checkKeySchema compares an existing table's key schema with the one the
-// creation options ask for.
-func checkKeySchema(tableName string, o *createDynamoDBTableOptions, found []KeyAttribute) error {
-	want := []KeyAttribute{{Name: o.partitionKeyName, KeyType: types.KeyTypeHash, Type: types.ScalarAttributeTypeS}}
-	if o.sortKeyName != "" {
-		want = append(want, KeyAttribute{Name: o.sortKeyName, KeyType: types.KeyTypeRange, Type: types.ScalarAttributeTypeS})
-	}
-	if sameKeySchema(want, found) {
-		return nil
-	}
-	return &KeySchemaError{Table: tableName, Expected: want, Found: found,
-		options: "WithCustomPartitionKeyName and WithSortKeyName, which default to the client's WithPartitionKeyName and WithSortKey"}
 }

@@ -134,14 +134,15 @@ func TestFirstHourErrors(t *testing.T) {
 		c := newClient(t, db, table, opts...)
 		return row{name: name, run: func(*testing.T) error { _, err := c.AcquireLockWithContext(ctx, "k"); return err },
 			sentinel: dynamolock.ErrKeySchemaMismatch, as: asKeySchema,
-			contains: append([]string{table, "WithPartitionKeyName", "WithSortKey"}, contains...)}
+			contains: append([]string{table, "dynamolock.New(client, "}, contains...)}
 	}
 	rows = append(rows,
-		schemaRow("table keyed on another attribute", byID, nil, `partition key "key" (S)`, `partition key "id" (S)`),
+		schemaRow("table keyed on another attribute", byID, nil, `this client uses partition key "key"`, `partition key "id" of type S`,
+			`dynamolock.WithPartitionKeyName("id")`),
 		schemaRow("client with a sort key, table without one", noSort, []dynamolock.ClientOption{dynamolock.WithSortKey("sk", "v")},
-			`sort key "sk" (S)`, `the table has partition key "key" (S) and no sort key`),
+			`this client uses partition key "key" and sort key "sk"`, `has partition key "key" of type S and no sort key`, "without WithSortKey"),
 		schemaRow("client without a sort key, table with one", withSort, nil,
-			`the client uses partition key "key" (S) and no sort key`, `sort key "sk" (S)`),
+			`this client uses partition key "key" and no sort key`, `sort key "sk" of type S`, `dynamolock.WithSortKey("sk", "")`),
 	)
 	// A key of another type: no option fixes it, and the message names
 	// the types instead of advising WithPartitionKeyName (issue 22).
@@ -152,20 +153,20 @@ func TestFirstHourErrors(t *testing.T) {
 	}
 	numericID := rawTable(t, db, [2]string{"id", "N"})
 	rows = append(rows,
-		typeRow("partition key of type N", numeric, []string{`partition key "key" (S)`, `partition key "key" (N)`,
+		typeRow("partition key of type N", numeric, []string{`this client uses partition key "key"`, `partition key "key" of type N`,
 			`partition key "key" is of type N, expected S`, "no option changes that", "of type S"},
 			func(t *testing.T, err error) {
 				assert.NotContains(t, err.Error(), "WithPartitionKeyName", "no option can fix a key type")
 				assert.NotContains(t, err.Error(), "WithSortKey")
 			}),
-		typeRow("partition key of another name and type N", numericID, []string{`partition key "id" (N)`,
-			`partition key "id" is of type N, expected S`, "WithPartitionKeyName and WithSortKey can match the table's key names but not its key types"}, nil),
+		typeRow("partition key of another name and type N", numericID, []string{`partition key "id" of type N`,
+			`partition key "id" is of type N, expected S`, "no option changes that"}, nil),
 	)
 	getOnByID := newClient(t, db, byID)
 	rows = append(rows, row{name: "table keyed on another attribute: Get", run: func(*testing.T) error {
 		_, err := getOnByID.GetWithContext(ctx, "k")
 		return err
-	}, sentinel: dynamolock.ErrKeySchemaMismatch, contains: []string{byID, `"id"`, "WithPartitionKeyName"}})
+	}, sentinel: dynamolock.ErrKeySchemaMismatch, contains: []string{byID, `"id"`, `dynamolock.WithPartitionKeyName("id")`}})
 
 	// Nothing listens at the endpoint: a connection error naming it, in a
 	// time that does not depend on the lease (20 s by default).

@@ -116,13 +116,13 @@ func newTable(t testing.TB, sortKeyName string) string {
 		name = name[:200]
 	}
 	name = fmt.Sprintf("%s_%d", name, rand.Uint32())
-	c, err := dynamolock.New(db, name)
-	require.NoError(t, err)
-	opts := []dynamolock.CreateTableOption{dynamolock.WithCustomPartitionKeyName("key")}
+	var keys []dynamolock.ClientOption
 	if sortKeyName != "" {
-		opts = append(opts, dynamolock.WithSortKeyName(sortKeyName))
+		keys = append(keys, dynamolock.WithSortKey(sortKeyName, ""))
 	}
-	_, err = c.CreateTableWithContext(context.Background(), name, opts...)
+	c, err := dynamolock.New(db, name, keys...) // keyed as the table: a client creates its own table only so
+	require.NoError(t, err)
+	_, err = c.CreateTableWithContext(context.Background(), name)
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
 	t.Cleanup(func() {

@@ -405,13 +405,20 @@ type createDynamoDBTableOptions struct {
 }
 
 // WithCustomPartitionKeyName sets the partition key attribute of the new
-// table. Default: the client's partition key name.
+// table. Default: the client's partition key name ([WithPartitionKeyName]).
+// For the client's own table (the table name given to [New]) it must be
+// that name: a client could not use its table keyed otherwise, so another
+// name returns an *[InvalidArgumentError] before any call. (dynamolock v2
+// created such a table.) A table of another name may be keyed as the
+// caller likes.
 func WithCustomPartitionKeyName(s string) CreateTableOption {
 	return func(o *createDynamoDBTableOptions) { o.partitionKeyName = s }
 }
 
 // WithSortKeyName gives the new table a sort key (type S) with this name.
-// Default: the client's sort key name if it has one, else none.
+// Default: the client's sort key name if it has one ([WithSortKey]), else
+// none. For the client's own table it must be the client's, as
+// [WithCustomPartitionKeyName] says.
 func WithSortKeyName(s string) CreateTableOption {
 	return func(o *createDynamoDBTableOptions) { o.sortKeyName = s }
 }
