@@ -28,7 +28,9 @@ func (c *Client) AcquireLock(key string, opts ...AcquireLockOption) (*Lock, erro
 // as long as ctx allows instead).
 //
 // When ctx ends the wait stops at once; the error matches both ctx.Err() and
-// *LockNotGrantedError. A write of this call that may have landed (its answer
+// *LockNotGrantedError. A DynamoDB that cannot be reached is waited out
+// within the same bound once it has answered the client, as
+// *[ConnectionError] says. A write of this call that may have landed (its answer
 // was lost) is released again before an acquisition that gives up returns.
 // Bad input returns an *[InvalidArgumentError] before any DynamoDB call.
 func (c *Client) AcquireLockWithContext(ctx context.Context, key string, opts ...AcquireLockOption) (*Lock, error) {
@@ -479,7 +481,7 @@ func (a *acquisition) waitEnd(lease time.Duration) time.Time {
 // else ends the call.
 func (a *acquisition) failed(ctx context.Context, w *watch, err error) error {
 	if ctx.Err() != nil {
-		return notGranted(errors.Join(ctx.Err(), err), "%s: context done", a.what)
+		return notGranted(joinErrors(ctx.Err(), err), "%s: context done", a.what)
 	}
 	conflict := errors.Is(err, errTransactionConflict) || isTransactionConflict(err)
 	if a.o.failIfLocked && !conflict || !(isTransient(err) || conflict) || unreachable(err, a.c.since(a.start)) {

@@ -63,7 +63,7 @@ func (e *KeySchemaError) Error() string {
 	}
 	if e.Err != nil {
 		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		b.WriteString(oneLine(e.Err.Error()))
 	}
 	return b.String()
 }
@@ -168,21 +168,31 @@ func describeKeys(keys []KeyAttribute, withTypes bool) string {
 // ConnectionError reports that a call could not reach DynamoDB, or could
 // not speak to it: the connection was refused, the host name did not
 // resolve, the dial timed out, the TLS handshake failed (a certificate not
-// trusted, an https:// endpoint that answers plain HTTP), or the client has
-// no endpoint for its region. Check the endpoint (BaseEndpoint, or the
-// region) and the network. Only a refused or timed-out connection is
-// retried (an acquisition gives up after a few seconds of them); the
-// others are configuration mistakes and fail at once.
+// trusted, an https:// endpoint that answers plain HTTP), the client has no
+// endpoint for its region, or the endpoint answered, but not as DynamoDB
+// does (a web server's HTML page). Its message says what to check.
+//
+// What it does to a call that waits depends on whether DynamoDB had
+// answered the client before. If not, the endpoint may be wrong: a
+// configuration mistake (TLS, an unknown host, no endpoint, an endpoint that
+// is not DynamoDB) ends the call at once, and a refused or timed-out
+// connection after a few seconds of retrying. Once DynamoDB has answered the
+// client, every such failure is taken as an outage of the network or of
+// DynamoDB, and a call that waits retries it for as long as its wait lasts
+// (see the README's table of waits).
 type ConnectionError struct {
 	Endpoint string // the URL called, or "region X" when only that is known
 	Op       string // the DynamoDB operation, e.g. "UpdateItem"
 	Reason   string // what went wrong, e.g. "connection refused"
 	Err      error  // the SDK's error
+
+	// answered: DynamoDB had answered this client before this call.
+	answered bool
 }
 
 func (e *ConnectionError) Error() string {
 	what := "reach"
-	if e.permanent() {
+	if e.Reason != "" && !retriedReason(e.Reason) {
 		what = "talk to"
 	}
 	msg := fmt.Sprintf("dynamolock: could not %s DynamoDB at %s", what, e.Endpoint)
@@ -192,7 +202,29 @@ func (e *ConnectionError) Error() string {
 	if e.Reason != "" {
 		msg += ": " + e.Reason
 	}
-	return fmt.Sprintf("%s: %v", msg, e.Err)
+	if advice := e.advice(); advice != "" {
+		msg += "; " + advice
+	}
+	return msg + ": " + oneLine(fmt.Sprint(e.Err))
+}
+
+// advice says what to check, or what the failure is taken as.
+func (e *ConnectionError) advice() string {
+	switch {
+	case e.answered:
+		return "DynamoDB answered this client before, so this is taken as an outage of the network or of DynamoDB"
+	case retriedReason(e.Reason):
+		return "nothing at this endpoint has answered this client yet: check the endpoint (the SDK client's BaseEndpoint, or its Region) and that DynamoDB runs there"
+	case e.Reason == reasonNoSuchHost:
+		return "check the host name of the endpoint (BaseEndpoint)"
+	case e.Reason == reasonCertificate:
+		return "check the endpoint's host name, and the certificates this host trusts"
+	case e.Reason == reasonTLS:
+		return "check that the endpoint speaks TLS, or use http:// for one that does not (DynamoDB Local)"
+	case strings.HasPrefix(e.Reason, reasonNotDynamoDBPrefix):
+		return "point BaseEndpoint at DynamoDB (DynamoDB Local listens on http://localhost:8000 unless told otherwise), or leave it unset to use the Region's"
+	}
+	return ""
 }
 
 // Unwrap returns the SDK's error.
@@ -200,22 +232,32 @@ func (e *ConnectionError) Unwrap() error { return e.Err }
 
 // The reasons of a ConnectionError.
 const (
-	reasonRefused     = "connection refused"
-	reasonUnreachable = "no route to the host"
-	reasonDial        = "could not connect"
-	reasonNoSuchHost  = "host name not found"
-	reasonScheme      = "the endpoint answered plain HTTP to an https:// request (use http://, or the endpoint's TLS port)"
-	reasonCertificate = "TLS certificate not accepted"
-	reasonTLS         = "TLS handshake failed"
-	reasonNoEndpoint  = "no endpoint: set the client's Region, or BaseEndpoint"
+	reasonRefused           = "connection refused"
+	reasonUnreachable       = "no route to the host"
+	reasonDial              = "could not connect"
+	reasonNoSuchHost        = "host name not found"
+	reasonScheme            = "the endpoint answered plain HTTP to an https:// request (use http://, or the endpoint's TLS port)"
+	reasonCertificate       = "TLS certificate not accepted"
+	reasonTLS               = "TLS handshake failed"
+	reasonNoEndpoint        = "no endpoint: set the client's Region, or BaseEndpoint"
+	reasonNotDynamoDBPrefix = "the endpoint did not answer as DynamoDB does"
 )
 
-// permanent reports whether retrying cannot help: a configuration mistake
-// (TLS, an unknown host, no endpoint), not a server that is down.
-func (e *ConnectionError) permanent() bool {
-	switch e.Reason {
+// retriedReason reports whether a failure for reason may be a server that
+// is down for a while rather than a configuration mistake: retried for a
+// few seconds even before DynamoDB has answered the client.
+func retriedReason(reason string) bool {
+	switch reason {
 	case reasonRefused, reasonUnreachable, reasonDial:
-		return false
+		return true
 	}
-	return e.Reason != ""
+	return false
+}
+
+// permanent reports whether retrying cannot help: a configuration mistake
+// (TLS, an unknown host, no endpoint, an endpoint that is not DynamoDB)
+// before DynamoDB ever answered the client. Once it has, the endpoint is
+// right and every failure to reach it is the network's, or DynamoDB's.
+func (e *ConnectionError) permanent() bool {
+	return !e.answered && e.Reason != "" && !retriedReason(e.Reason)
 }

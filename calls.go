@@ -47,7 +47,7 @@ func (c *Client) getItem(ctx context.Context, key map[string]types.AttributeValu
 		TableName:      aws.String(c.cfg.tableName),
 		Key:            key,
 		ConsistentRead: aws.Bool(true),
-	})
+	}, withoutRetryQuota)
 	if err = c.done(ctx, "GetItem", err); err != nil {
 		return nil, err
 	}
@@ -155,8 +155,9 @@ func (c *Client) describeTable(ctx context.Context, feature, tableName string) (
 	if !ok {
 		return nil, unsupported(feature, "DescribeTable")
 	}
-	out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tableName)})
+	out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tableName)}, withoutRetryQuota)
 	c.metrics.call(ctx, "DescribeTable")
+	c.answer(err)
 	if err != nil && !isNotFound(err) {
 		err = c.classifyAs(ctx, "DescribeTable", err, false)
 	}
@@ -176,8 +177,9 @@ func isNotFound(err error) bool {
 
 // sendCreateTable sends one CreateTable.
 func (c *Client) sendCreateTable(ctx context.Context, in *dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error) {
-	out, err := c.db.CreateTable(ctx, in)
+	out, err := c.db.CreateTable(ctx, in, withoutRetryQuota)
 	c.metrics.call(ctx, "CreateTable")
+	c.answer(err)
 	if err != nil {
 		err = c.classifyAs(ctx, "CreateTable", err, false)
 	}
@@ -190,7 +192,7 @@ func (c *Client) updateTimeToLive(ctx context.Context, feature string, in *dynam
 	if !ok {
 		return nil, unsupported(feature, "UpdateTimeToLive")
 	}
-	out, err := ttl.UpdateTimeToLive(ctx, in)
+	out, err := ttl.UpdateTimeToLive(ctx, in, withoutRetryQuota)
 	return out, c.done(ctx, "UpdateTimeToLive", err)
 }
 
@@ -206,7 +208,7 @@ func (c *Client) scan(ctx context.Context, feature string, in *dynamodb.ScanInpu
 	if !ok {
 		return nil, unsupported(feature, "Scan")
 	}
-	out, err := sc.Scan(ctx, in)
+	out, err := sc.Scan(ctx, in, withoutRetryQuota)
 	return out, c.done(ctx, "Scan", err)
 }
 
@@ -216,7 +218,7 @@ func (c *Client) query(ctx context.Context, feature string, in *dynamodb.QueryIn
 	if !ok {
 		return nil, unsupported(feature, "Query")
 	}
-	out, err := q.Query(ctx, in)
+	out, err := q.Query(ctx, in, withoutRetryQuota)
 	return out, c.done(ctx, "Query", err)
 }
 
@@ -231,6 +233,43 @@ func (c *Client) canQuery() bool {
 	return ok
 }
 
+// withoutRetryQuota is a per-call option of every request the library
+// sends: the call keeps the SDK client's retryer (its attempts, backoff,
+// which errors it retries, adaptive mode's send rate) but takes no token
+// from its client-side retry quota. That quota is shared by every request
+// of the SDK client and refills by one token per success (a retry costs
+// 14): after some refused connections it is spent, and from then on each
+// call fails at its first failed attempt, for minutes after the network is
+// back when few calls succeed (a leader's one heartbeat every few
+// seconds). The library paces its own retries (heartbeats while the lease
+// lasts, polls once a refresh period), so the quota only took the SDK's
+// retries from its renewals and releases, and let the application's own
+// failing requests on the same SDK client take them too. The application's
+// requests still use the quota; the README says how to turn it off.
+func withoutRetryQuota(o *dynamodb.Options) {
+	if o.Retryer != nil {
+		o.Retryer = quotaFreeRetryer{o.Retryer}
+	}
+}
+
+// quotaFreeRetryer is a retryer whose retries need no retry token.
+type quotaFreeRetryer struct{ aws.Retryer }
+
+func (quotaFreeRetryer) GetRetryToken(context.Context, error) (func(error) error, error) {
+	return releaseNoToken, nil
+}
+
+// GetAttemptToken keeps the wrapped retryer's (adaptive mode's client-side
+// send rate waits there).
+func (r quotaFreeRetryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	if v2, ok := r.Retryer.(aws.RetryerV2); ok {
+		return v2.GetAttemptToken(ctx)
+	}
+	return r.GetInitialToken(), nil
+}
+
+func releaseNoToken(error) error { return nil }
+
 // sdkOptions returns the options of an SDK client (its endpoint and
 // region), for the errors that name where the client sends its calls.
 func (c *Client) sdkOptions() (dynamodb.Options, bool) {
@@ -244,6 +283,7 @@ func (c *Client) sdkOptions() (dynamodb.Options, bool) {
 // done counts a read or table call named op and classifies its error.
 func (c *Client) done(ctx context.Context, op string, err error) error {
 	c.metrics.call(ctx, op)
+	c.answer(err)
 	if err == nil {
 		return nil
 	}
@@ -262,13 +302,14 @@ func (c *Client) startWrite(ctx context.Context) (*writeAttempts, error) {
 		return nil, err
 	}
 	t := new(writeAttempts)
-	t.opts[0] = t.option
+	t.opts = [...]func(*dynamodb.Options){t.option, withoutRetryQuota}
 	return t, nil
 }
 
 // endWrite counts the write named op and classifies its error.
 func (c *Client) endWrite(ctx context.Context, op string, t *writeAttempts, err error) error {
 	c.metrics.call(ctx, op)
+	c.answer(err)
 	if err == nil {
 		return nil
 	}
@@ -287,7 +328,7 @@ func (c *Client) endWrite(ctx context.Context, op string, t *writeAttempts, err 
 type writeAttempts struct {
 	n       atomic.Int32
 	unknown atomic.Bool                // an attempt failed without an answer that says it did not apply
-	opts    [1]func(*dynamodb.Options) // t.option, for the SDK call's variadic options
+	opts    [2]func(*dynamodb.Options) // t.option and withoutRetryQuota, for the SDK call's variadic options
 }
 
 func (t *writeAttempts) option(o *dynamodb.Options) {

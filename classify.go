@@ -19,9 +19,11 @@ import (
 )
 
 // unreachableWait bounds how long an acquisition keeps retrying calls that
-// cannot connect to DynamoDB at all: past it, the first such failure ends
-// the acquisition with a *ConnectionError. It does not depend on the lease,
-// so a wrong endpoint is reported in seconds, not after a lease.
+// cannot connect to DynamoDB at all, as long as DynamoDB never answered
+// the client: past it, the first such failure ends the acquisition with a
+// *ConnectionError. It does not depend on the lease, so a wrong endpoint is
+// reported in seconds, not after a lease (nor never, with a context that
+// does not end). See unreachable.
 const unreachableWait = 5 * time.Second
 
 // keySchemaMessages are the texts with which DynamoDB (and DynamoDB Local)
@@ -73,12 +75,42 @@ func (c *Client) classifyErr(ctx context.Context, op string, err error) error {
 		if ae.ErrorCode() == "ValidationException" && isKeySchemaMessage(ae.ErrorMessage()) {
 			return c.keySchemaError(c.describeKeySchema(ctx), err)
 		}
-		return err
+		return flat(err)
 	}
-	if reason := connectionFailure(err); reason != "" {
-		return &ConnectionError{Endpoint: c.endpointOf(err), Op: op, Reason: reason, Err: err}
+	reason := connectionFailure(err)
+	if reason == "" {
+		reason = notDynamoDB(err)
 	}
-	return err
+	if reason != "" {
+		return &ConnectionError{Endpoint: c.endpointOf(err), Op: op, Reason: reason, Err: err, answered: c.answered.Load()}
+	}
+	return flat(err)
+}
+
+// answer records that DynamoDB answered a call whose error is err (nil, or
+// an error DynamoDB sent): its endpoint is right, and a later failure to
+// reach it is an outage (see unreachable).
+func (c *Client) answer(err error) {
+	var ae smithy.APIError
+	if (err == nil || errors.As(err, &ae)) && !c.answered.Load() {
+		c.answered.Store(true)
+	}
+}
+
+// notDynamoDB names why err shows an answer that did not come from
+// DynamoDB: an HTTP answer whose body the SDK could not read as DynamoDB's
+// JSON (an HTML page, say); "" otherwise. A proxy's error page in front of
+// DynamoDB is one too: so, unlike connectionFailure, it does not say that
+// the request never reached DynamoDB.
+func notDynamoDB(err error) string {
+	var de *smithy.DeserializationError
+	if !errors.As(err, &de) {
+		return ""
+	}
+	if s := httpStatus(err); s != 0 {
+		return fmt.Sprintf("%s: it answered HTTP %d with a body that is not DynamoDB's JSON", reasonNotDynamoDBPrefix, s)
+	}
+	return reasonNotDynamoDBPrefix + ": its answer is not DynamoDB's JSON"
 }
 
 func alreadyClassified(err error) bool {
@@ -92,7 +124,7 @@ func (c *Client) tableNotFound(err error) error {
 		return fmt.Errorf("%w: %q at %s", ErrTableNotFound, c.cfg.tableName, c.endpointOf(nil))
 	}
 	return fmt.Errorf("%w: %q at %s (create it with CreateTableIfNotExists, or check the table name, region and endpoint): %w",
-		ErrTableNotFound, c.cfg.tableName, c.endpointOf(err), err)
+		ErrTableNotFound, c.cfg.tableName, c.endpointOf(err), flat(err))
 }
 
 func isKeySchemaMessage(msg string) bool {
@@ -233,9 +265,25 @@ func (c *Client) endpointOf(err error) string {
 }
 
 // unreachable reports whether an acquisition that has been going for
-// waited should stop retrying err: it could not connect to DynamoDB, and
-// waited is unreachableWait or longer.
+// waited should stop retrying err. This is the one policy of every call
+// that waits (an acquisition of any kind: AcquireLock, Do, Campaign,
+// AcquireLocks, a semaphore, a read/write lock) for a DynamoDB it cannot
+// reach or speak to:
+//
+//   - before DynamoDB ever answered the client, the endpoint may be wrong:
+//     a configuration mistake ends the call at once, and a refused,
+//     unroutable or timed-out connection once the call has waited
+//     unreachableWait;
+//   - once DynamoDB has answered the client, the endpoint is right: any
+//     failure to reach it is an outage, retried (once a refresh period)
+//     for as long as the call's wait lasts (its context, or the deadline
+//     of WithAdditionalTimeToWaitForLock or of AcquireLock's v2 bound),
+//     so that a leader loop outlasts a partition and leads after it heals.
+//
+// The answer is carried by the *ConnectionError itself (classified with
+// what the client knew then), so that every caller gets the same policy
+// from err alone.
 func unreachable(err error, waited time.Duration) bool {
 	var ce *ConnectionError
-	return errors.As(err, &ce) && (ce.permanent() || waited >= unreachableWait)
+	return errors.As(err, &ce) && !ce.answered && (ce.permanent() || waited >= unreachableWait)
 }

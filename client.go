@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -39,6 +40,8 @@ type Client struct {
 	db      DynamoDBClient
 	metrics *clientMetrics
 	table   tableCheck // the table's replication, checked before the first write
+	// answered: DynamoDB answered a call of this client (see unreachable).
+	answered atomic.Bool
 
 	here  here // what the client's acquisitions and locks share about keys
 	sched *scheduler
@@ -348,7 +351,7 @@ func (c *Client) close(ctx context.Context) error {
 	wg.Wait()
 	c.cleanups.Wait() // each bounded by undoTimeout
 	errs = append(errs, c.sched.stop(ctx))
-	return errors.Join(errs...)
+	return joinErrors(errs...)
 }
 
 // background runs f, a clean-up of an acquisition whose caller has gone,

@@ -21,7 +21,9 @@ import (
 // and *[LockNotGrantedError]. With [WithAdditionalTimeToWaitForLock] Do
 // also gives up after the holder's lease plus that time, with a
 // *LockNotGrantedError wrapping a *[TimeoutError]; with [FailIfLocked] it
-// returns at once.
+// returns at once. A DynamoDB that cannot be reached is waited out as long
+// as the wait lasts once it has answered the client, as *[ConnectionError]
+// says.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context, lock *Lock) error, opts ...AcquireLockOption) (err error) {
 	if fn == nil {
 		return invalid("fn", nil, "must not be nil")
@@ -47,7 +49,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 			// fn returned the loss (context.Cause of its context): the
 			// release found the same loss, which is told once.
 		default:
-			err = errors.Join(err, rerr)
+			err = joinErrors(err, rerr)
 		}
 	}()
 	return fn(fctx, l)

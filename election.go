@@ -71,7 +71,11 @@ func (c *Client) NewElection(name string) *Election {
 // A candidate keeps campaigning across any number of the leader's leases:
 // it gives up only when ctx ends (the error then matches ctx.Err() and
 // *[LockNotGrantedError]), when the client is closed, or on an error that
-// retrying cannot cure. It polls the item with one consistent GetItem every
+// retrying cannot cure. An outage is not one: once DynamoDB has answered
+// the client, a candidate cut off from it keeps campaigning and can lead
+// when the network heals; a client that DynamoDB never answered gets a
+// *[ConnectionError] after a few seconds (a wrong endpoint is not waited
+// for). It polls the item with one consistent GetItem every
 // [DefaultRefreshPeriod] (minus a small jitter), so it wins within one
 // refresh period of the leader's resignation, and within the leader's lease
 // plus one refresh period of the leader's last heartbeat when the leader

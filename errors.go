@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -132,6 +133,57 @@ func formatValue(v any) string {
 	}
 }
 
+// oneLine puts a message on one line: errors.Join (the SDK's too, as in
+// its "retry quota exceeded") puts each error on a line of its own, and a
+// log line or a terminal shows the first only.
+func oneLine(s string) string {
+	if !strings.Contains(s, "\n") {
+		return s
+	}
+	return strings.ReplaceAll(s, "\n", "; ")
+}
+
+// flat returns err, rendered on one line when its message has several;
+// errors.Is and errors.As see through it.
+func flat(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return &flatError{err: err}
+}
+
+type flatError struct{ err error }
+
+func (e *flatError) Error() string { return oneLine(e.err.Error()) }
+func (e *flatError) Unwrap() error { return e.err }
+
+// joinErrors is errors.Join on one line: the messages are separated by
+// "; ". It returns nil when every err is nil.
+func joinErrors(errs ...error) error {
+	var j joinedError
+	for _, err := range errs {
+		if err != nil {
+			j.errs = append(j.errs, err)
+		}
+	}
+	if len(j.errs) == 0 {
+		return nil
+	}
+	return &j
+}
+
+type joinedError struct{ errs []error }
+
+func (e *joinedError) Error() string {
+	parts := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		parts[i] = oneLine(err.Error())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e *joinedError) Unwrap() []error { return e.errs }
+
 // checkContext refuses a nil ctx, which would otherwise panic deep in a
 // call (the table check, the SDK), with an *InvalidArgumentError.
 func checkContext(ctx context.Context) error {
@@ -158,7 +210,7 @@ func (e *LockNotGrantedError) Error() string {
 	if e.cause == nil {
 		return "dynamolock: lock not granted: " + e.msg
 	}
-	return "dynamolock: lock not granted: " + e.msg + ": " + e.cause.Error()
+	return "dynamolock: lock not granted: " + e.msg + ": " + oneLine(e.cause.Error())
 }
 
 // Unwrap returns the cause.
@@ -218,7 +270,7 @@ type LockLostError struct {
 func (e *LockLostError) Error() string {
 	s := fmt.Sprintf("dynamolock: lock lost: key %q of owner %q: %v", e.Key, e.Owner, e.Cause)
 	if e.Err != nil {
-		s += ": " + e.Err.Error()
+		s += ": " + oneLine(e.Err.Error())
 	}
 	return s
 }

@@ -42,7 +42,9 @@ var errTransactionConflict = errors.New("a concurrent write to one of the items 
 // gives up after that time plus the longest lease among the first holders
 // it saw on each key, with a *LockNotGrantedError wrapping a
 // *[TimeoutError]. With [FailIfLocked] it returns at once, wrapping a
-// *[LockHeldError] for a key held by a live owner.
+// *[LockHeldError] for a key held by a live owner. A DynamoDB that cannot be
+// reached is waited out as long as the wait lasts once it has answered the
+// client, as *[ConnectionError] says.
 //
 // Bad input returns an *[InvalidArgumentError] before any DynamoDB call: no
 // keys, more than [MaxLocksPerAcquire], an empty, invalid or repeated key,

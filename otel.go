@@ -54,20 +54,20 @@ func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, e
 	var err, e error
 	o.acquisitions, e = m.Int64Counter("dynamolock.acquisitions", metric.WithUnit("{acquisition}"),
 		metric.WithDescription("Lock acquisitions by outcome."))
-	err = errors.Join(err, e)
+	err = joinErrors(err, e)
 	o.acquireTime, e = m.Float64Histogram("dynamolock.acquire.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time an acquisition took, waiting included."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	err = errors.Join(err, e)
+	err = joinErrors(err, e)
 	o.heartbeats, e = m.Int64Counter("dynamolock.heartbeats", metric.WithUnit("{heartbeat}"),
 		metric.WithDescription("Heartbeat writes by outcome."))
-	err = errors.Join(err, e)
+	err = joinErrors(err, e)
 	o.lostLocks, e = m.Int64Counter("dynamolock.locks.lost", metric.WithUnit("{lock}"),
 		metric.WithDescription("Held locks lost, by cause."))
-	err = errors.Join(err, e)
+	err = joinErrors(err, e)
 	o.calls, e = m.Int64Counter("dynamolock.dynamodb.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("DynamoDB API calls, by operation."))
-	err = errors.Join(err, e)
+	err = joinErrors(err, e)
 	// Asynchronous: the value is the size of the client's registry, read
 	// when collected, so it cannot drift from what the client holds.
 	o.held, e = m.Int64ObservableUpDownCounter("dynamolock.locks.held", metric.WithUnit("{lock}"),
@@ -76,7 +76,7 @@ func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, e
 			obs.Observe(int64(c.here.count()))
 			return nil
 		}))
-	err = errors.Join(err, e)
+	err = joinErrors(err, e)
 	if err != nil {
 		return nil, err
 	}

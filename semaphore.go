@@ -61,7 +61,9 @@ func (s *Semaphore) slot(i int) string { return s.name + "#" + strconv.Itoa(i) }
 // [WithAdditionalTimeToWaitForLock] it also gives up after that time plus
 // the longest lease among the first holders seen on the slots (a
 // *LockNotGrantedError wrapping a *[TimeoutError]). An error that waiting
-// cannot cure on one slot ends the call.
+// cannot cure on one slot ends the call; a DynamoDB that cannot be reached
+// is waited out once it has answered the client, as *[ConnectionError]
+// says.
 //
 // With [WithFairness], waiters in every client get slots in the order they
 // started waiting, across all slots (see WithFairness for the queue's

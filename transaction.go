@@ -102,7 +102,7 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 		refused := fmt.Errorf("%w: lock %q has %d writes without an answer (at most %d); the next heartbeat that lands clears them",
 			ErrWritesInDoubt, l.partitionKey, n, maxRefreshesInDoubt)
 		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
-			return out, errors.Join(refused, err)
+			return out, joinErrors(refused, err)
 		}
 	}
 	l.renewal.built++
