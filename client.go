@@ -93,9 +93,15 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 	return c, nil
 }
 
+// defaultOwnerName is the host name and a fresh UUID, apart: "web-1/<uuid>"
+// (Amazon's Java client runs them together, which reads as one word; no
+// host name nor UUID has a "/"). Without a host name, the UUID alone.
 func defaultOwnerName() string {
 	host, _ := os.Hostname()
-	return host + newUUID("", "")
+	if host == "" {
+		return newUUID("", "")
+	}
+	return host + "/" + newUUID("", "")
 }
 
 func newRVN() string { return newUUID("", "") }

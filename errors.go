@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Sentinel errors. Compare with [errors.Is]: most errors returned by this
@@ -260,15 +262,25 @@ func (e *LockHeldError) Error() string {
 //     [Client.Close]) failed in a way that leaves open whether it landed;
 //   - [ErrClientClosed]: [Client.Close] could not send the release (Err says
 //     why); the item stays held, unrenewed, until its lease runs out.
+//
+// With ErrLockTakenOver, the message says what the item showed, where it
+// came back with the failed write: released by a client with this owner
+// name (a force release), deleted, or taken by another owner.
 type LockLostError struct {
 	Key   string
 	Owner string
 	Cause error // ErrLockTakenOver, ErrLeaseExpired, ErrHeartbeatRefused, ErrReleaseOutcomeUnknown or ErrClientClosed
 	Err   error // the DynamoDB error that revealed it, if any
+
+	how string // what the item showed, said instead of Cause's text; "" for Cause's
 }
 
 func (e *LockLostError) Error() string {
-	s := fmt.Sprintf("dynamolock: lock lost: key %q of owner %q: %v", e.Key, e.Owner, e.Cause)
+	cause := fmt.Sprint(e.Cause)
+	if e.how != "" {
+		cause = e.how
+	}
+	s := fmt.Sprintf("dynamolock: lock lost: key %q of owner %q: %s", e.Key, e.Owner, cause)
 	if e.Err != nil {
 		s += ": " + oneLine(e.Err.Error())
 	}
@@ -294,6 +306,35 @@ func (e *LockLostError) Unwrap() []error {
 		errs = append(errs, e.Err)
 	}
 	return errs
+}
+
+// takenHow says what item, returned by the failed condition of a write of
+// l, shows of the lock's end, or "" when it shows nothing more than
+// ErrLockTakenOver says. The one who released or deleted the item cannot
+// have been another owner: those writes are conditioned on the owner, so
+// it was a client with this owner name (a force release, as lock-example
+// force-release makes), or the table's TTL, or someone by hand.
+func (l *Lock) takenHow(item map[string]types.AttributeValue) string {
+	if l.reader {
+		return ""
+	}
+	if len(item) == 0 {
+		return "the item was deleted, by a client with this owner name (a release with WithDeleteLock), by the table's TTL or by hand"
+	}
+	rec, err := l.client.cfg.schema.decodeItem(item)
+	if err != nil {
+		return ""
+	}
+	owner, token := l.OwnerName(), l.FencingToken()
+	switch {
+	case rec.owner != owner:
+		return fmt.Sprintf("taken by owner %q", rec.owner)
+	case rec.released:
+		return "released by another client with this owner name (a force release, as lock-example force-release makes)"
+	case rec.fencingToken != token:
+		return "taken by another acquisition with this owner name"
+	}
+	return ""
 }
 
 // ItemFormatError reports a lock item that this client cannot interpret

@@ -267,7 +267,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 				continue
 			}
 			c.metrics.heartbeat(ctx, "lost")
-			return l.lose(ErrLockTakenOver, err)
+			return l.loseHow(ErrLockTakenOver, l.takenHow(ccf.Item), err)
 		}
 		c.metrics.heartbeat(ctx, "error")
 		if background && c.cfg.holdLockOnServiceUnavailable && httpStatus(err) == 503 {

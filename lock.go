@@ -436,11 +436,15 @@ func (l *Lock) end(lost *LockLostError) bool {
 // cause is one of those LockLostError documents; a lease
 // that has already run out by this host's clock is always reported as
 // ErrLeaseExpired, which is what every reader has been answering since.
-func (l *Lock) lose(cause, err error) error {
+func (l *Lock) lose(cause, err error) error { return l.loseHow(cause, "", err) }
+
+// loseHow is lose, with how the loss was seen (see LockLostError.how).
+func (l *Lock) loseHow(cause error, how string, err error) error {
 	if l.lapsed(l.now()) {
-		cause = ErrLeaseExpired
+		cause, how = ErrLeaseExpired, ""
 	}
 	lost := l.lostError(cause, err)
+	lost.how = how
 	if l.end(lost) {
 		l.log(slog.LevelWarn, "lock lost", slogErr(lost))
 		l.client.metrics.lost(cause)

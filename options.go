@@ -73,7 +73,8 @@ func WithMaxLockObservationCacheSize(n int) ClientOption {
 
 // WithOwnerName sets the owner name written into every lock this client
 // acquires. Two clients must never share an owner name unless they are
-// meant to share locks. Default: the host name followed by a random UUID.
+// meant to share locks. Default: the host name and a random UUID, apart
+// ("web-1/1f3b0c2e-...").
 func WithOwnerName(s string) ClientOption {
 	return func(c *Client) { c.cfg.ownerName = s }
 }

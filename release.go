@@ -116,7 +116,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 			break
 		}
 		if follows >= maxRVNFollows || !l.followMovedRVN(ccf.Item) {
-			return false, l.lose(ErrLockTakenOver, err)
+			return false, l.loseHow(ErrLockTakenOver, l.takenHow(ccf.Item), err)
 		}
 	}
 	switch {

@@ -25,7 +25,7 @@ func TestRVNsAreCanonicalVersion4UUIDs(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	a, b := defaultOwnerName(), defaultOwnerName()
-	if a == b || !strings.HasPrefix(a, host) || !canonicalV4.MatchString(strings.TrimPrefix(a, host)) {
-		t.Fatalf("default owner names %q and %q: want the host name and a fresh UUID", a, b)
+	if a == b || !strings.HasPrefix(a, host+"/") || !canonicalV4.MatchString(strings.TrimPrefix(a, host+"/")) {
+		t.Fatalf("default owner names %q and %q: want the host name, a slash and a fresh UUID", a, b)
 	}
 }
