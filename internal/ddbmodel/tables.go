@@ -90,6 +90,24 @@ func (m *Model) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInp
 	return &dynamodb.DescribeTableOutput{Table: t.describe()}, nil
 }
 
+// DescribeGlobalTable describes a global table of the legacy version
+// (2017.11.29). The model has none (it has one Region), so it answers as
+// the service does for every table that is not one: a
+// GlobalTableNotFoundException (or, for a name DynamoDB's length limits
+// refuse, a ValidationException).
+func (m *Model) DescribeGlobalTable(ctx context.Context, in *dynamodb.DescribeGlobalTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeGlobalTableOutput, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var err error
+	if n := len(aws.ToString(in.GlobalTableName)); n < 3 || n > 255 {
+		err = validation("1 validation error detected: Value at 'globalTableName' failed to satisfy constraint: Member must have length between 3 and 255")
+	} else {
+		err = &types.GlobalTableNotFoundException{Message: aws.String("Global table not found")}
+	}
+	m.done(ctx, "DescribeGlobalTable", in, err, nil)
+	return nil, err
+}
+
 func (m *Model) table(name *string) (*table, error) {
 	if t := m.tables[aws.ToString(name)]; t != nil {
 		return t, nil
