@@ -26,6 +26,9 @@ type (
 	describeTableAPI interface {
 		DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	}
+	describeGlobalTableAPI interface {
+		DescribeGlobalTable(ctx context.Context, params *dynamodb.DescribeGlobalTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeGlobalTableOutput, error)
+	}
 	updateTimeToLiveAPI interface {
 		UpdateTimeToLive(ctx context.Context, params *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 	}
@@ -168,6 +171,35 @@ func (c *Client) describeTable(ctx context.Context, feature, tableName string) (
 func (c *Client) canDescribe() bool {
 	_, ok := c.db.(describeTableAPI)
 	return ok
+}
+
+// describeGlobalTable describes the global table (of the legacy version,
+// 2017.11.29) named name with one DescribeGlobalTable. A table that is not
+// one is the SDK's *types.GlobalTableNotFoundException, unclassified (see
+// isGlobalTableNotFound).
+func (c *Client) describeGlobalTable(ctx context.Context, name string) (*dynamodb.DescribeGlobalTableOutput, error) {
+	dg, ok := c.db.(describeGlobalTableAPI)
+	if !ok {
+		return nil, unsupported("the legacy global-table check", "DescribeGlobalTable")
+	}
+	out, err := dg.DescribeGlobalTable(ctx, &dynamodb.DescribeGlobalTableInput{GlobalTableName: aws.String(name)}, withoutRetryQuota)
+	c.metrics.call(ctx, "DescribeGlobalTable")
+	c.answer(err)
+	if err != nil && !isGlobalTableNotFound(err) {
+		err = c.classifyAs(ctx, "DescribeGlobalTable", err, false)
+	}
+	return out, err
+}
+
+// canDescribeGlobal reports whether the client can send DescribeGlobalTable.
+func (c *Client) canDescribeGlobal() bool {
+	_, ok := c.db.(describeGlobalTableAPI)
+	return ok
+}
+
+func isGlobalTableNotFound(err error) bool {
+	var gnf *types.GlobalTableNotFoundException
+	return errors.As(err, &gnf)
 }
 
 func isNotFound(err error) bool {

@@ -199,7 +199,9 @@ func (c *Client) describeLockTable(ctx context.Context, feature string) (*types.
 // locks. It returns an error matching [ErrTableNotFound] when the table
 // does not exist, and one matching [ErrEventualGlobalTable] for a global
 // table replicated with multi-Region eventual consistency (unless the
-// client was made with [WithSingleWriterRegion]). One DescribeTable.
+// client was made with [WithSingleWriterRegion]). One DescribeTable, and
+// one DescribeGlobalTable for a table with a stream of new and old images
+// (see [GlobalTableError]).
 func (c *Client) AssertTableExists(ctx context.Context) error {
 	desc, err := c.describeLockTable(ctx, "AssertTableExists")
 	if err != nil {
@@ -208,7 +210,8 @@ func (c *Client) AssertTableExists(ctx context.Context) error {
 	if desc == nil {
 		return c.tableNotFound(nil)
 	}
-	return c.replicationRefused(desc)
+	refused, err := c.checkReplication(ctx, desc)
+	return joinErrors(refused, err)
 }
 
 // CreateTableIfNotExists makes sure the client's lock table (the table
@@ -271,7 +274,8 @@ func (c *Client) CreateTableIfNotExists(ctx context.Context, opts ...CreateTable
 	if found := tableKeySchema(desc); !sameKeySchema(c.keySchema(), found) {
 		return false, c.keySchemaError(found, nil)
 	}
-	return false, c.replicationRefused(desc)
+	refused, err := c.checkReplication(ctx, desc)
+	return false, joinErrors(refused, err)
 }
 
 // describeTable returns the table's description, or nil when it does not

@@ -244,6 +244,15 @@ func (f *faultyDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTable
 	return do(f, ctx, "DescribeTable", in, func(c context.Context) (*dynamodb.DescribeTableOutput, error) { return f.model.DescribeTable(c, in) })
 }
 
+// DescribeGlobalTable is the check of a legacy global table, which a
+// client makes only for a table with a stream of new and old images (the
+// model's tables have none): under the same faults as DescribeTable.
+func (f *faultyDB) DescribeGlobalTable(ctx context.Context, in *dynamodb.DescribeGlobalTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeGlobalTableOutput, error) {
+	return do(f, ctx, "DescribeGlobalTable", in, func(c context.Context) (*dynamodb.DescribeGlobalTableOutput, error) {
+		return f.model.DescribeGlobalTable(c, in)
+	})
+}
+
 func (f *faultyDB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	return f.model.CreateTable(ctx, in)
 }
