@@ -103,7 +103,7 @@ func connectionFailure(err error) string {
 		return "connection timed out"
 	case errors.As(err, &op) && op.Op == "dial":
 		return "could not connect"
-	case errors.As(err, &ce):
+	case errors.As(err, &ce) && !errors.As(err, new(*smithy.DeserializationError)):
 		return ce.Reason
 	case errors.As(err, &resp) && resp.HTTPStatusCode() == 0:
 		return "no answer" // the request could not be sent
