@@ -91,6 +91,9 @@ type acquisition struct {
 	// (rwDecide), writes (grant, rwJoin) and undo are this kind's; the loop,
 	// the deadline, admission and Close are the engine's.
 	rw *rwState
+	// noSession: the acquisition of a session's own item, which its
+	// client's session cannot hold.
+	noSession bool
 }
 
 // attempt is one acquiring write (an UpdateItem, or a transaction of one
@@ -103,6 +106,7 @@ type attempt struct {
 	unsure bool
 	on     []*watch // the keys it wrote
 	reader bool     // an RWLock reader's entry (its id is a.rw.id), not the item's holder
+	sess   *Session // the session that holds what it wrote (WithSession); nil: its own lease
 }
 
 func (c *Client) newAcquisition(m mode, o *acquireLockOptions, keys []string, what string) *acquisition {
@@ -148,9 +152,12 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 	if a.mode != modeAll {
 		n = 1
 	}
-	admitted, err := a.c.admit(ctx, n, a.o.lease, a.waitEnd(a.o.lease), a.what)
-	if err != nil {
-		return nil, err
+	var admitted admission
+	if !a.bySession() { // a session's locks need no renewal of their own
+		var err error
+		if admitted, err = a.c.admit(ctx, n, a.o.lease, a.waitEnd(a.o.lease), a.what); err != nil {
+			return nil, err
+		}
 	}
 	locks, err := a.run(ctx)
 	defer func() { admitted.end(err == nil) }()
@@ -455,8 +462,12 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 // holder's.
 func (a *acquisition) deadlineFor(w *watch) time.Time {
 	if v := &w.v; w.firstLease == 0 && v.rec != nil && !v.rec.released {
-		w.firstLease = max(v.rec.lease, 1)
-		if d := a.waitEnd(v.rec.lease); d.After(a.deadline) {
+		lease := v.rec.lease
+		if s, ok := v.sessions[v.rec.session]; ok {
+			lease = s.lease // a session's lock: the holder's lease is its session's
+		}
+		w.firstLease = max(lease, 1)
+		if d := a.waitEnd(lease); d.After(a.deadline) {
 			a.deadline = d
 		}
 		if !a.o.failIfLocked {
@@ -505,3 +516,23 @@ func keyOrWhat(a *acquisition, w *watch) string {
 
 // undoTimeout bounds the release of an abandoned acquisition's writes.
 const undoTimeout = 5 * time.Second
+
+// bySession reports whether the locks of a are held by its client's
+// session (WithSession).
+func (a *acquisition) bySession() bool { return a.c.cfg.session && !a.noSession }
+
+// session is the live session the next write of a holds its lock under,
+// started if needed, and the lease of what it writes; nil and the lock's
+// own lease without WithSession.
+func (a *acquisition) session(ctx context.Context, sent time.Time) (*Session, time.Duration, error) {
+	if !a.bySession() {
+		return nil, a.o.lease, nil
+	}
+	s, err := a.c.sessions.current(ctx, a.c)
+	if err != nil {
+		return nil, 0, err
+	}
+	// Claimed and held for no longer than the session's lease as it is
+	// now: its renewals extend the lock's with it.
+	return s, s.Expiration().Sub(sent), nil
+}

@@ -65,6 +65,12 @@ func (c *Client) checkAcquireOptions(o *acquireLockOptions) error {
 			return invalid("WithAdditionalAttributes", name, "has a nil value")
 		}
 	}
+	if c.cfg.session && o.lease != 0 {
+		return invalid("WithLockLease", o.lease, "cannot be used by a client with WithSession: its locks share the session's lease")
+	}
+	if c.cfg.session && o.sessionMonitor != nil {
+		return invalid("WithSessionMonitor", o.sessionMonitor.safeTime, "cannot be used by a client with WithSession: its locks have no lease of their own; watch Client.Session's Done")
+	}
 	if o.fair && o.failIfLocked {
 		return invalid("WithFairness", "FailIfLocked", "cannot be combined with FailIfLocked: a fair acquisition waits its turn")
 	}

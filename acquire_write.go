@@ -51,13 +51,20 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 		defer c.here.handedOver(w.regKey, n)
 	}
 	d := w.next
+	if done, err := a.endSessions(ctx, w, d); !done || err != nil {
+		return nil, err
+	}
 	rvn := newRVN()
 	// One instant for the stored expiry and this holder's lease, taken
 	// before the send: the holder's lease never ends later than what it
 	// wrote, nor later than any observer's.
 	sent := a.c.now()
-	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, d.queue, sent)
-	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
+	sess, lease, err := a.session(ctx, sent)
+	if err != nil {
+		return nil, err
+	}
+	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, d.queue, sent, sess)
+	at := attempt{sent: sent, lease: lease, unsure: true, on: []*watch{w}, sess: sess}
 	a.attempts[rvn] = at
 	c.here.sending(rvn)
 	c.here.noteCall(w)
@@ -111,16 +118,25 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 // the error that ends the call.
 func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 	c := a.c
+	for _, w := range a.watches {
+		if done, err := a.endSessions(ctx, w, w.next); !done || err != nil {
+			return nil, err // a session renewed: w is read and decided anew
+		}
+	}
 	rvn := newRVN()
 	sent := a.c.now() // one instant for the stored expiries and the locks' leases
+	sess, lease, err := a.session(ctx, sent)
+	if err != nil {
+		return nil, err
+	}
 	items := make([]types.TransactWriteItem, len(a.watches))
 	for i, w := range a.watches {
-		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(w.key, w.sortKey, a.o, rvn, w.next.takeover, nil, sent))}
+		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(w.key, w.sortKey, a.o, rvn, w.next.takeover, nil, sent, sess))}
 	}
-	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: a.watches}
+	at := attempt{sent: sent, lease: lease, unsure: true, on: a.watches, sess: sess}
 	a.attempts[rvn] = at
 	c.here.sending(rvn)
-	err := a.transactWriteItems(ctx, items)
+	err = a.transactWriteItems(ctx, items)
 	if err == nil {
 		return a.holdAll(ctx, rvn, at)
 	}
@@ -183,14 +199,21 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 // transaction cannot return the new item: it is read back.
 func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error) {
 	c, d, q := a.c, w.next, a.semFair
+	if done, err := a.endSessions(ctx, w, d); !done || err != nil {
+		return nil, err
+	}
 	rvn := newRVN()
 	sent := a.c.now()
-	in, _ := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent)
-	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}}
+	sess, lease, err := a.session(ctx, sent)
+	if err != nil {
+		return nil, err
+	}
+	in, _ := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent, sess)
+	at := attempt{sent: sent, lease: lease, unsure: true, on: []*watch{w}, sess: sess}
 	a.attempts[rvn] = at
 	c.here.sending(rvn)
 	c.here.noteCall(w)
-	err := a.transactWriteItems(ctx, []types.TransactWriteItem{
+	err = a.transactWriteItems(ctx, []types.TransactWriteItem{
 		{Update: transactUpdate(in)}, d.queue.onItem(c, c.itemKeyOf(q.key, q.sortKey)),
 	})
 	if err == nil {
@@ -332,13 +355,14 @@ func (c *Client) undoInput(key map[string]types.AttributeValue, rvns []string, t
 	if token != 0 {
 		cond += " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(token))
 	}
-	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b)
+	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b) +
+		", " + b.name("#s", attrSession) // a released item names no session
 	return c.guardedUpdate(key, b, update, cond)
 }
 
 // acquireInput is the acquiring UpdateItem of acquireWrite.
-func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) *dynamodb.UpdateItemInput {
-	in, _ := c.acquireWrite(key, sortKey, o, rvn, takeover, q, sent)
+func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time, sess *Session) *dynamodb.UpdateItemInput {
+	in, _ := c.acquireWrite(key, sortKey, o, rvn, takeover, q, sent, sess)
 	return in
 }
 
@@ -349,12 +373,14 @@ func (c *Client) acquireInput(key string, sortKey *string, o *acquireLockOptions
 // learn who holds it. On success DynamoDB returns the item as it was before
 // (ReturnValues ALL_OLD: nothing, for a free key), and the client builds
 // the new item from it and what it wrote. sent is the instant the lease
-// counts from.
-func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
-	if c.plain.names != nil && plainShape(o, takeover, q) {
+// counts from. Under a session (sess), the item names the session and
+// carries a lease no client outwaits, and no stored expiry
+// (docs/SESSIONS.md); without one, it names none.
+func (c *Client) acquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time, sess *Session) (*dynamodb.UpdateItemInput, *acquiredItem) {
+	if c.plain.names != nil && sess == nil && plainShape(o, takeover, q) {
 		return c.plainAcquireWrite(key, sortKey, o, rvn, sent)
 	}
-	return c.builtAcquireWrite(key, sortKey, o, rvn, takeover, q, sent)
+	return c.builtAcquireWrite(key, sortKey, o, rvn, takeover, q, sent, sess)
 }
 
 // plainShape reports whether an acquiring write has the common shape:
@@ -379,7 +405,7 @@ type plainAcquire struct {
 }
 
 func (c *Client) newPlainAcquire() plainAcquire {
-	in, _ := c.builtAcquireWrite("k", c.cfg.sortKey, &acquireLockOptions{lease: time.Second}, "rvn", "", nil, time.Unix(0, 0))
+	in, _ := c.builtAcquireWrite("k", c.cfg.sortKey, &acquireLockOptions{lease: time.Second}, "rvn", "", nil, time.Unix(0, 0), nil)
 	one, _ := in.ExpressionAttributeValues[":one"].(*types.AttributeValueMemberN)
 	if one == nil {
 		return plainAcquire{} // not the shape plainAcquireWrite writes: every write is built
@@ -396,6 +422,7 @@ func (c *Client) plainAcquireWrite(key string, sortKey *string, o *acquireLockOp
 	if c.cfg.clockSkewBound <= 0 {
 		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
 	}
+	w.remove = append(w.remove, attrSession)
 	// The values alone: the names are the client's.
 	values := make(map[string]types.AttributeValue, 8)
 	w.set[attrOwnerName] = attrS(c.cfg.ownerName)
@@ -426,12 +453,16 @@ func (c *Client) plainAcquireWrite(key string, sortKey *string, o *acquireLockOp
 
 // builtAcquireWrite is acquireWrite for any shape, each request built
 // from its parts.
-func (c *Client) builtAcquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
+func (c *Client) builtAcquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time, sess *Session) (*dynamodb.UpdateItemInput, *acquiredItem) {
 	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4+len(o.additionalAttributes)), tokenBase: uint64(sent.UnixMicro())}
 	w.remove = w.removeArray[:0]
 	b := newExprBuilder()
 	w.set[attrOwnerName] = attrS(c.cfg.ownerName)
-	w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
+	if sess != nil {
+		w.set[attrLeaseDuration] = attrS(sessionLeaseText)
+	} else {
+		w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
+	}
 	w.set[attrRVN] = attrS(rvn)
 	// The expressions are constant strings where they can be: no
 	// allocation for them in the common case.
@@ -445,12 +476,26 @@ func (c *Client) builtAcquireWrite(key string, sortKey *string, o *acquireLockOp
 	b.name("#r", attrIsReleased)
 	remove := " REMOVE #r"
 	w.remove = append(w.remove, attrIsReleased)
-	if c.cfg.clockSkewBound <= 0 {
+	if c.cfg.clockSkewBound <= 0 || sess != nil {
 		// Without WithClockSkewBound no stored expiry outlives the holder
-		// that renewed it.
+		// that renewed it; a session's lock has no expiry of its own.
 		expiryAttrs(b)
 		remove = " REMOVE #r, #x, #xr"
 		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
+	}
+	if sess != nil {
+		set += ", " + b.name("#s", attrSession) + " = " + b.value(":s", attrS(sess.key))
+		w.set[attrSession] = b.values[":s"]
+		if c.cfg.ttlAttribute != "" {
+			// No TTL may delete a lock its session holds: nothing renews it.
+			remove += ", " + b.name("#t", c.cfg.ttlAttribute)
+			w.remove = append(w.remove, c.cfg.ttlAttribute)
+		}
+	} else {
+		// An item names a session only while the session holds it.
+		b.name("#s", attrSession)
+		remove += ", #s"
+		w.remove = append(w.remove, attrSession)
 	}
 	// The lock keeps a copy: the caller may reuse its slice.
 	kept := func() types.AttributeValue { return &types.AttributeValueMemberB{Value: bytes.Clone(o.data)} }
@@ -479,8 +524,10 @@ func (c *Client) builtAcquireWrite(key string, sortKey *string, o *acquireLockOp
 	// acquisitions of one key.
 	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
 		b.value(":base", attrN(w.tokenBase)) + ") + " + b.value(":one", attrN(1))
-	set += c.expirySets(b, sent, o.lease, rvn)
-	w.setExpiry(b.values, c.cfg.ttlAttribute)
+	if sess == nil {
+		set += c.expirySets(b, sent, o.lease, rvn)
+		w.setExpiry(b.values, c.cfg.ttlAttribute)
+	}
 
 	cond := "attribute_not_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
@@ -511,7 +558,7 @@ type acquiredItem struct {
 	set          map[string]types.AttributeValue
 	dataIfAbsent types.AttributeValue // data, where the item has none
 	remove       []string
-	removeArray  [4]string // remove's first array: at most four names in the common case
+	removeArray  [5]string // remove's first array: at most five names in the common case
 	queueRemove  []string  // entries removed from the fair queue
 	tokenBase    uint64    // the fencing token of an item that has none
 	// fresh is the record of the item the write creates where there was

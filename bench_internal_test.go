@@ -78,7 +78,7 @@ func BenchmarkAcquireInput(b *testing.B) {
 			rvn := newRVN()
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = c.acquireInput("customer-42", nil, &tc.o, rvn, tc.takeover, nil, time.Now())
+				_ = c.acquireInput("customer-42", nil, &tc.o, rvn, tc.takeover, nil, time.Now(), nil)
 			}
 		})
 	}

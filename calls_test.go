@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -31,8 +32,18 @@ import (
 // every later attempt through.
 type attemptScript struct {
 	op    string
+	mu    sync.Mutex // guards steps when play sets them while calls run
 	steps []func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error)
 	n     atomic.Int32
+}
+
+// play replaces the script's steps and restarts its count, while calls
+// (background heartbeats) may be running.
+func (s *attemptScript) play(steps ...attemptStep) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n.Store(0)
+	s.steps = steps
 }
 
 func (s *attemptScript) register(stack *middleware.Stack) error {
@@ -41,11 +52,17 @@ func (s *attemptScript) register(stack *middleware.Stack) error {
 			if awsmiddleware.GetOperationName(ctx) != s.op {
 				return next.HandleDeserialize(ctx, in)
 			}
+			s.mu.Lock()
 			i := int(s.n.Add(1)) - 1
-			if i >= len(s.steps) {
+			var step attemptStep
+			if i < len(s.steps) {
+				step = s.steps[i]
+			}
+			s.mu.Unlock()
+			if step == nil {
 				return next.HandleDeserialize(ctx, in)
 			}
-			return s.steps[i](ctx, in, next)
+			return step(ctx, in, next)
 		}), middleware.After)
 }
 

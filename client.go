@@ -43,9 +43,11 @@ type Client struct {
 	// answered: DynamoDB answered a call of this client (see unreachable).
 	answered atomic.Bool
 
-	here  here // what the client's acquisitions and locks share about keys
-	sched *scheduler
-	plain plainAcquire // the common acquiring write's names and expressions
+	here     here // what the client's acquisitions and locks share about keys
+	sched    *scheduler
+	sessions sessions     // WithSession: the client's session
+	observed sessionJudge // what the client has seen of sessions that hold locks
+	plain    plainAcquire // the common acquiring write's names and expressions
 
 	mu     sync.RWMutex // guards closed against registering new locks during Close
 	closed bool
@@ -197,6 +199,16 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 	prev := c.here.add(l)
 	c.sched.notify(l)
 	c.mu.RUnlock()
+	if s := l.heldBy(); s != nil && !s.add(l) {
+		// Its session ended while it was being acquired: so does the lock
+		// (the acquisition then decides anew, under a new session).
+		cause := ErrLeaseExpired
+		var lost *LockLostError
+		if errors.As(s.lock.ended(), &lost) {
+			cause = lost.Cause
+		}
+		_ = l.lose(cause, fmt.Errorf("dynamolock: its session %s ended while it was acquired", s.key))
+	}
 	if prev != nil && prev != l {
 		// l's write replaced the item prev held: prev must not stay held
 		// behind the registry's back. A write of prev in flight (its
@@ -252,7 +264,9 @@ func (c *Client) get(ctx context.Context, key string, sortKey *string) (*Lock, e
 }
 
 // readLock reads the item of (key, sk) with one consistent GetItem, as a
-// read-only lock, whether or not this client holds it.
+// read-only lock, whether or not this client holds it. A lock held by a
+// session is read as its session is: released once the session ended, with
+// the session's lease (one more GetItem, of the session's item).
 func (c *Client) readLock(ctx context.Context, key string, sk *string) (*Lock, error) {
 	item, err := c.getItem(ctx, c.itemKeyOf(key, sk))
 	if err != nil {
@@ -264,6 +278,15 @@ func (c *Client) readLock(ctx context.Context, key string, sk *string) (*Lock, e
 	rec, err := c.cfg.schema.decodeItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
+	}
+	if rec.session != "" && !rec.released {
+		// Held by a session: as its session is (docs/SESSIONS.md), one
+		// more consistent GetItem.
+		st, err := c.sessionState(ctx, rec.session, 0)
+		if err != nil {
+			return nil, fmt.Errorf("dynamolock: get %q: its session: %w", key, err)
+		}
+		rec.released, rec.lease = st.ended, st.lease
 	}
 	return newReadOnlyLock(c, key, sk, rec, c.now()), nil
 }
@@ -325,7 +348,9 @@ func (c *Client) close(ctx context.Context) error {
 	// heartbeats used up, let leases run out during Close:
 	// TestCloseAtCapacityLosesNoLock).
 	c.sched.drain(ctx)
-	held := c.here.all() // in key order: ties keep it
+	// Every lock the client holds, but those a session holds: the release of
+	// the session's own item releases them (docs/SESSIONS.md).
+	held := slices.DeleteFunc(c.here.all(), func(l *Lock) bool { return l.bySession }) // in key order: ties keep it
 	now := c.now()
 	ends := make(map[*Lock]time.Time, len(held))
 	for _, l := range held {

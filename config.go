@@ -36,6 +36,7 @@ type config struct {
 	logger                       *slog.Logger
 	meterProvider                metric.MeterProvider
 	singleWriterRegion           bool        // WithSingleWriterRegion
+	session                      bool        // WithSession
 	schema                       schema      // the item's key and TTL attribute names, from the fields above
 	clock                        clock.Clock // where the client reads time and waits (clock.go): clock.Real but in the simulation
 }
@@ -103,6 +104,8 @@ func (c *config) check() error {
 		return invalid("WithHeartbeatAdmission", c.heartbeatAdmission, "must lie between 0 (off) and 1")
 	case c.clockSkewBound < 0:
 		return invalid("WithClockSkewBound", c.clockSkewBound, "must not be negative")
+	case c.session && c.heartbeatPeriod == 0:
+		return invalid("WithSession", "DisableHeartbeat", "needs heartbeats: the session is renewed by them")
 	}
 	if c.ttlAttribute != "" && (c.ttlAttribute == c.partitionKeyName || c.ttlAttribute == c.sortKeyName || lockAttribute(c.ttlAttribute)) {
 		return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")

@@ -19,6 +19,10 @@ type view struct {
 	// readers, its queue of both kinds, its counters), for the
 	// acquisitions of an RWLock; nil otherwise. rec is its writer's slot.
 	rw *rwParts
+	// sessions holds the state of every session the item names (its
+	// holder's, its readers'), by session key: such a holder is judged by
+	// its session (session_judge.go).
+	sessions map[string]sessionState
 }
 
 type step uint8
@@ -43,6 +47,9 @@ type decision struct {
 	queue     *queueWrite // WithFairness: what the write adds for the queue
 	grant     *rwGrant    // an RWLock's write: the dead readers and waiters it drops
 	claim     string      // stepClaim: the attempt the item shows (its RVN, or a reader's beat)
+	// endSessions are the sessions judged dead whose end mark goes
+	// before the write (it takes over what they held).
+	endSessions []sessionState
 }
 
 // decideInput is everything the decision looks at.
@@ -101,15 +108,26 @@ func decide(in decideInput) decision {
 			return decision{step: stepWrite, takeover: rec.rvn, reentrant: true} // Java's reentrant: an item naming our owner is ours to take
 		}
 	}
-	staleAt := v.seen.Add(rec.lease)
-	if in.hasClockExpiry && in.staleByClock.Before(staleAt) {
+	staleAt, lease := v.seen.Add(rec.lease), rec.lease
+	var end []sessionState
+	switch s, ok := v.sessions[rec.session]; {
+	case rec.session != "" && !ok:
+		// Not judged yet (not reached: learn records it): read again.
+		return decision{step: stepRead, at: in.now.Add(in.o.refreshPeriod - in.jitter)}
+	case rec.session != "":
+		// Held by a session: live while the session is (docs/SESSIONS.md).
+		staleAt, lease = s.deadAt(in.now), s.lease
+		if !s.ended {
+			end = []sessionState{s}
+		}
+	case in.hasClockExpiry && in.staleByClock.Before(staleAt):
 		staleAt = in.staleByClock
 	}
 	switch {
 	case !in.now.Before(staleAt):
-		return decision{step: stepWrite, takeover: rec.rvn, stale: true}
+		return decision{step: stepWrite, takeover: rec.rvn, stale: true, endSessions: end}
 	case in.o.failIfLocked:
-		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: rec.lease, ownOwner: rec.owner == in.owner}, "FailIfLocked")}
+		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: lease, ownOwner: rec.owner == in.owner}, "FailIfLocked")}
 	case !in.now.Before(in.deadline):
 		te := &TimeoutError{Age: in.now.Sub(in.start)}
 		if in.handsChanged > 0 {

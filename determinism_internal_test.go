@@ -149,7 +149,7 @@ func TestQueuesDecodeInIDOrder(t *testing.T) {
 		entries[id] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
 			"t": attrN(uint64(i + 1)), "l": attrN(1000), "b": attrS("beat" + id), "k": attrS("w"),
 		}}
-		readers[id] = readerEntry("beat"+id, time.Second)
+		readers[id] = readerEntry("beat"+id, time.Second, "")
 	}
 	item := map[string]types.AttributeValue{
 		"key":          attrS("k"),

@@ -85,7 +85,8 @@
 //     client is ([WithOwnerName]); the lease and its renewal for every lock
 //     ([WithLeaseDuration], [WithHeartbeatPeriod], [DisableHeartbeat],
 //     [WithHeartbeatConcurrency], [WithHeartbeatAdmission],
-//     [WithHoldLockOnServiceUnavailable]); taking over dead holders
+//     [WithHoldLockOnServiceUnavailable]), or one session for every lock
+//     ([WithSession]); taking over dead holders
 //     ([WithClockSkewBound], [WithMaxLockObservationCacheSize]); global
 //     tables ([WithSingleWriterRegion]); logs and metrics ([WithSlog],
 //     [WithLogger], [WithContextLogger], [WithMeterProvider]).

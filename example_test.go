@@ -543,3 +543,50 @@ func TestLeaderFailover(t *testing.T) {
 }
 
 // snippet:end
+
+// A client with WithSession holds every lock through one session: one
+// renewal per heartbeat period, whatever the number of locks; when the
+// session ends, every lock of it ends.
+func ExampleWithSession() {
+	ctx := context.Background()
+	table := exampleTable("sessions")
+	// snippet:session
+	c, err := dynamolock.New(exampleDB(), table, dynamolock.WithSession())
+	if err != nil {
+		log.Fatal(err)
+	}
+	// snippet:end
+	if _, err := c.CreateTableIfNotExists(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	// snippet:session-locks
+	var locks []*dynamolock.Lock
+	for _, key := range []string{"customer-1", "customer-2", "customer-3"} {
+		l, err := c.AcquireLockWithContext(ctx, key) // held by the session: no heartbeat of its own
+		if err != nil {
+			log.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	s, err := c.Session(ctx) // started by the first acquisition
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		<-s.Done() // the session ended: every lock of it has ended
+		log.Print("session ended: ", s.Err())
+	}()
+	// snippet:end
+	fmt.Println("held:", len(locks), "session lease:", s.Lease())
+	// Close ends the session with one write: every lock of it is free to
+	// other clients at once.
+	if err := c.Close(); err != nil {
+		log.Fatal(err)
+	}
+	<-s.Done()
+	fmt.Println("first lock:", locks[0].Err())
+	// Output:
+	// held: 3 session lease: 20s
+	// first lock: dynamolock: lock is already released
+}

@@ -76,7 +76,35 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 			return err
 		}
 	}
+	if s := lock.heldBy(); s != nil {
+		return c.sessionHeartbeat(ctx, lock, s, o)
+	}
 	return c.heartbeat(ctx, lock, o)
+}
+
+// sessionHeartbeat renews a lock held by a session, which has no lease of
+// its own: it renews the session (one UpdateItem, for every lock of it,
+// with the lease WithLeaseDurationToEnsure asks for), and, with
+// ReplaceHeartbeatData or DeleteData, writes the lock's data as any
+// heartbeat does (one more UpdateItem, on the lock's item).
+func (c *Client) sessionHeartbeat(ctx context.Context, l *Lock, s *Session, o *sendHeartbeatOptions) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if !o.changesData() {
+		if err := c.heartbeat(ctx, s.lock, o); err != nil {
+			return fmt.Errorf("dynamolock: heartbeat of %q: its session: %w", l.partitionKey, err)
+		}
+		return l.Err() // it ended with its session, or not
+	}
+	so := *o
+	so.data, so.deleteData = nil, false
+	if err := c.heartbeat(ctx, s.lock, &so); err != nil {
+		return fmt.Errorf("dynamolock: heartbeat of %q: its session: %w", l.partitionKey, err)
+	}
+	lo := *o
+	lo.leaseDurationToEnsure = 0 // the lock item's lease is the session's mark (sessionLeaseText)
+	return c.heartbeat(ctx, l, &lo)
 }
 
 // Ensure makes sure the lock stays valid for at least d: when less than d of
@@ -95,10 +123,7 @@ func (l *Lock) Ensure(ctx context.Context, d time.Duration) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	left := l.client.until(l.leaseEnd)
-	lease := l.leaseDuration
-	l.mu.Unlock()
+	left, lease := l.client.until(l.Expiration()), l.LeaseDuration()
 	if left >= d {
 		return nil
 	}
@@ -317,7 +342,9 @@ func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 	if w.opts.data != nil {
 		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: w.opts.data})
 	}
-	update += c.expirySets(b, w.sent, w.lease, w.rvn)
+	if !l.bySession { // a session's lock has no stored expiry, nor a TTL (acquireWrite)
+		update += c.expirySets(b, w.sent, w.lease, w.rvn)
+	}
 	if w.opts.deleteData {
 		update += " REMOVE " + b.name("#d", attrData)
 	}
@@ -343,7 +370,11 @@ func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
 }
 
 // changesData reports whether w sets or removes the lock's data.
-func (w *renewal) changesData() bool { return w.opts.data != nil || w.opts.deleteData }
+func (w *renewal) changesData() bool { return w.opts.changesData() }
+
+// changesData reports whether a heartbeat with o sets or removes the
+// lock's data.
+func (o *sendHeartbeatOptions) changesData() bool { return o.data != nil || o.deleteData }
 
 // conditionLocked holds while the item is still this acquisition's: same
 // owner, not released, and an RVN this holder wrote that nothing replaced

@@ -207,6 +207,14 @@ func (a *acquisition) newLock(w *watch, rec *lockRecord, at attempt) *Lock {
 		l.reader = true
 		l.rareLocked().readerID = a.rw.id
 	}
+	if at.sess != nil {
+		// Held by the session: set before the lock is published (heldBy
+		// reads it without mu); register adds it to the session. Its lease
+		// is the session's (Lock.lapsed): its own never ends.
+		l.bySession = true
+		l.rareLocked().session = at.sess
+		l.leaseEnd = at.sent.Add(rec.lease)
+	}
 	return l
 }
 

@@ -26,6 +26,9 @@ const (
 	attrLeaseExpiresAt = "leaseExpiresAt" // epoch milliseconds, with WithClockSkewBound
 	// attrLeaseExpiresRVN is the RVN leaseExpiresAt was written with.
 	attrLeaseExpiresRVN = "leaseExpiresAtRVN"
+	// attrSession is the key of the session item whose session holds the
+	// lock (WithSession; docs/SESSIONS.md); absent otherwise.
+	attrSession = "dynamolockSession"
 )
 
 // lockAttributes are every attribute of a lock item that the lock itself
@@ -34,7 +37,7 @@ const (
 // checked against.
 var lockAttributes = []string{attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased,
 	attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue,
-	attrReaders, attrReadersVersion, attrWritersArrived}
+	attrReaders, attrReadersVersion, attrWritersArrived, attrSession}
 
 // lockAttribute reports whether name is one of the lock item's own
 // attributes, which a key, TTL or additional attribute must not be named
@@ -59,6 +62,7 @@ type lockRecord struct {
 	fencingToken   uint64
 	leaseExpiresAt int64  // epoch ms; 0 when absent
 	expiryRVN      string // the RVN leaseExpiresAt was written for
+	session        string // the key of the session holding it; "" when none
 	additional     map[string]types.AttributeValue
 }
 
@@ -110,6 +114,13 @@ func (s schema) decodeItem(item map[string]types.AttributeValue) (*lockRecord, e
 	r.leaseExpiresAt = int64(min(exp, math.MaxInt64))
 	if v, ok := item[attrLeaseExpiresRVN].(*types.AttributeValueMemberS); ok {
 		r.expiryRVN = v.Value
+	}
+	if v, ok := item[attrSession]; ok {
+		s, ok := v.(*types.AttributeValueMemberS)
+		if !ok || s.Value == "" {
+			return nil, &ItemFormatError{Attribute: attrSession, Reason: "not a non-empty string"}
+		}
+		r.session = s.Value
 	}
 	for name, v := range item {
 		if !s.reserved(name) {
@@ -315,7 +326,7 @@ var othersReserve = func() int {
 	for i := range max(MaxReaders, maxWaiters) {
 		id := fmt.Sprintf("%016x", i) // randomID's length
 		if i < MaxReaders {
-			readers[id] = readerEntry(beat, maxLease)
+			readers[id] = readerEntry(beat, maxLease, sessionKeyPrefix+beat)
 		}
 		if i < maxWaiters {
 			queue[id] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
@@ -347,7 +358,7 @@ func (c *Client) validateItemSize(option, key string, sortKey *string, data []by
 		len(attrLeaseDuration) + 24 + len(attrRVN) + 36 +
 		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
 		len(attrLeaseExpiresAt) + 12 + len(attrLeaseExpiresRVN) + 36 + len(c.cfg.ttlAttribute) + 12 +
-		othersReserve
+		len(attrSession) + len(sessionKeyPrefix) + 36 + othersReserve
 	if size > maxItemBytes {
 		value := strconv.Itoa(len(data)) + " bytes of data"
 		if len(data) < size/2 {

@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -38,6 +39,7 @@ type Lock struct {
 	kind            lockKind
 	deleteOnRelease bool
 	reader          bool // an RWLock's reader: its entry in the readers map is rare.readerID
+	bySession       bool // held by a session (WithSession): rare.session, its lease the session's
 	// Guarded by mu.
 	writing       bool // a write (heartbeat, release) holds this lock's write turn
 	itemReleased  bool // the item carried isReleased (read-only views)
@@ -79,6 +81,11 @@ type lockRare struct {
 	// readerID is an RWLock reader's entry id; set before the lock is
 	// published and never changed (regKey reads it without mu).
 	readerID string
+	// session is, for a lock held by a session (bySession), that session,
+	// set before the lock is published and never changed (heldBy reads it
+	// without mu); for a session's own item's lock, the session it is
+	// (set once, under mu, just after its acquisition).
+	session *Session
 	// dataDoubt is the renewal number of the newest write that changes the
 	// data and may have landed without its answer; 0: data is what the
 	// item holds. While it is set, heartbeats read the item's data back.
@@ -194,10 +201,14 @@ func (l *Lock) SortKey() string {
 	return *l.sortKey
 }
 
-// LeaseDuration returns the lease written in the lock item.
+// LeaseDuration returns the lease written in the lock item; for a lock held
+// by a session ([WithSession]), the session's lease.
 func (l *Lock) LeaseDuration() time.Duration {
 	if l == nil {
 		return 0
+	}
+	if s := l.heldBy(); s != nil {
+		return s.lock.LeaseDuration()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -208,10 +219,14 @@ func (l *Lock) LeaseDuration() time.Duration {
 // heartbeat renews it (node-redlock's expiration): a time on this host's
 // clock, never later than what any other client may conclude. It moves
 // with every renewal. For a read-only view it is the lease counted from
-// when the item was read; zero for a nil lock or a released item.
+// when the item was read; zero for a nil lock or a released item. For a
+// lock held by a session, it is the session's.
 func (l *Lock) Expiration() time.Time {
 	if l == nil {
 		return time.Time{}
+	}
+	if s := l.heldBy(); s != nil {
+		return s.lock.Expiration()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -354,10 +369,24 @@ func (l *Lock) endErr(now time.Time) error {
 	if reason != nil {
 		return reason
 	}
+	if s := l.heldBy(); s != nil {
+		return l.sessionEnd(s.lock.endErr(now))
+	}
 	if lapsed {
 		return l.lostError(ErrLeaseExpired, nil)
 	}
 	return nil
+}
+
+// sessionEnd is what a lock held by a session answers while its own end is
+// not recorded yet, given its session's end err: the end the session's
+// end records for it (Session.end).
+func (l *Lock) sessionEnd(err error) error {
+	var lost *LockLostError
+	if errors.As(err, &lost) {
+		return l.lostError(lost.Cause, lost)
+	}
+	return err // nil, or ErrLockAlreadyReleased
 }
 
 // ended returns the recorded end of a held lock, nil while it has none.
@@ -379,8 +408,12 @@ func (l *Lock) reasonLocked() error {
 	return nil
 }
 
-// lapsed reports whether the lease of a held lock has run out by now.
+// lapsed reports whether the lease of a held lock has run out by now (for a
+// lock held by a session, the session's lease).
 func (l *Lock) lapsed(now time.Time) bool {
+	if s := l.heldBy(); s != nil {
+		return s.lock.lapsed(now)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return !now.Before(l.leaseEnd)
@@ -422,13 +455,23 @@ func (l *Lock) end(lost *LockLostError) bool {
 	}
 	reason := l.reasonLocked()
 	var cancel context.CancelCauseFunc
+	var session *Session // the session whose item this lock holds
 	if l.rare != nil {
 		cancel = l.rare.cancel
+		if !l.bySession {
+			session = l.rare.session
+		}
 	}
 	l.mu.Unlock()
 	c := l.client
 	c.here.end(l, cancel, reason, c.now()) // this client's own waiters try at once
 	c.sched.notify(l)
+	if s := l.heldBy(); s != nil {
+		s.remove(l)
+	}
+	if session != nil {
+		session.end(reason) // every lock of it ends with it
+	}
 	return true
 }
 

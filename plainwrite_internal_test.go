@@ -36,13 +36,13 @@ func TestPlainAcquireWriteIsTheBuiltOne(t *testing.T) {
 				if !plainShape(o, "", nil) {
 					t.Fatal("plain options are not the plain shape")
 				}
-				gotIn, gotW := c.acquireWrite("customer-42", c.cfg.sortKey, o, "rvn-1", "", nil, sent)
-				wantIn, wantW := c.builtAcquireWrite("customer-42", c.cfg.sortKey, o, "rvn-1", "", nil, sent)
+				gotIn, gotW := c.acquireWrite("customer-42", c.cfg.sortKey, o, "rvn-1", "", nil, sent, nil)
+				wantIn, wantW := c.builtAcquireWrite("customer-42", c.cfg.sortKey, o, "rvn-1", "", nil, sent, nil)
 				if !reflect.DeepEqual(gotIn, wantIn) {
 					t.Fatalf("lease %v: request\n got %#v\nwant %#v", lease, gotIn, wantIn)
 				}
 				gotW.remove, wantW.remove = append([]string(nil), gotW.remove...), append([]string(nil), wantW.remove...)
-				gotW.removeArray, wantW.removeArray = [4]string{}, [4]string{}
+				gotW.removeArray, wantW.removeArray = [5]string{}, [5]string{}
 				// Where there was no item, the record is the one the new
 				// item decodes to.
 				rec, err := c.cfg.schema.decodeItem(wantW.after(wantIn.Key, nil))

@@ -237,7 +237,12 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 	if data != nil {
 		update = "SET #r = :r, " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
 	}
-	if c.cfg.clockSkewBound > 0 {
+	switch {
+	case l.bySession:
+		// A released item names no session; a session's lock has no
+		// stored expiry.
+		update += " REMOVE " + b.name("#s", attrSession)
+	case c.cfg.clockSkewBound > 0:
 		// The stored expiry this holder's writes kept goes: no later
 		// reader trusts it. Without WithClockSkewBound there is none to
 		// remove: the acquiring write removed any (acquireWrite) and

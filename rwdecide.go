@@ -30,11 +30,12 @@ type rwParts struct {
 // rwEntry is a reader's entry in the readers map: id → {b: beat, l: lease
 // in milliseconds}.
 type rwEntry struct {
-	id    string
-	beat  string
-	lease time.Duration
-	bad   bool      // not an entry this package wrote: counts as dead at once
-	seen  time.Time // when this client first saw beat in the entry
+	id      string
+	beat    string
+	lease   time.Duration
+	session string    // the key of the session that holds it; "" when none
+	bad     bool      // not an entry this package wrote: counts as dead at once
+	seen    time.Time // when this client first saw beat in the entry
 }
 
 // rwWaiter is a waiter in the queue: a fair-queue entry plus its kind.
@@ -105,7 +106,15 @@ func decodeReader(id string, ev types.AttributeValue) rwEntry {
 	if !ok || err != nil || l == 0 || l > uint64(maxLease/time.Millisecond) {
 		return r
 	}
-	return rwEntry{id: id, beat: b.Value, lease: time.Duration(l) * time.Millisecond}
+	r = rwEntry{id: id, beat: b.Value, lease: time.Duration(l) * time.Millisecond}
+	if s, ok := e.Value["s"]; ok {
+		sv, ok := s.(*types.AttributeValueMemberS)
+		if !ok || sv.Value == "" {
+			return rwEntry{id: id, bad: true}
+		}
+		r.session = sv.Value
+	}
+	return r
 }
 
 // maxLease is the longest lease a time.Duration holds.
@@ -201,7 +210,6 @@ func rwDecide(in rwInput) decision {
 		return d
 	}
 	p := v.rw
-	live := func(at time.Time, lease time.Duration) bool { return in.now.Before(at.Add(lease)) }
 	wake := in.now.Add(in.refresh)
 	soonest := func(at time.Time) { // an entry that may die before the next poll
 		if at.After(in.now) {
@@ -211,16 +219,35 @@ func rwDecide(in rwInput) decision {
 
 	d := decision{step: stepWrite, grant: &rwGrant{}}
 	g := d.grant
+	// liveUntil is when a holder seen at seen with lease dies unless it
+	// renews; a session's holder, when its session does (whose end mark
+	// then goes before the write that drops it). ok is false for a
+	// session not judged yet (not reached: learn records it).
+	liveUntil := func(seen time.Time, lease time.Duration, session string) (time.Time, bool) {
+		if session == "" {
+			return seen.Add(lease), true
+		}
+		s, ok := v.sessions[session]
+		if ok && !s.ended && !in.now.Before(s.deadAt(in.now)) &&
+			!slices.ContainsFunc(d.endSessions, func(e sessionState) bool { return e.key == s.key }) {
+			d.endSessions = append(d.endSessions, s)
+		}
+		return s.deadAt(in.now), ok
+	}
 	var writer *lockRecord
 	if v.rec != nil && !v.rec.released {
 		writer = v.rec
 	}
 	writerLive := false
 	if writer != nil {
-		if live(v.seen, writer.lease) {
+		end, ok := liveUntil(v.seen, writer.lease, writer.session)
+		switch {
+		case !ok:
+			return decision{step: stepRead, at: wake}
+		case in.now.Before(end):
 			writerLive = true
-			soonest(v.seen.Add(writer.lease))
-		} else {
+			soonest(end)
+		default:
 			d.takeover = writer.rvn
 		}
 	}
@@ -229,10 +256,14 @@ func rwDecide(in rwInput) decision {
 		if r.id == in.id {
 			continue // this call's own entry, whose lease is over (rwOwnGrant): the grant writes it anew
 		}
-		if !r.bad && live(r.seen, r.lease) {
+		end, ok := liveUntil(r.seen, r.lease, r.session)
+		switch {
+		case !ok && !r.bad:
+			return decision{step: stepRead, at: wake}
+		case !r.bad && in.now.Before(end):
 			liveReaders++
-			soonest(r.seen.Add(r.lease))
-		} else {
+			soonest(end)
+		default:
 			g.removeReaders = append(g.removeReaders, r.id)
 		}
 	}
@@ -251,7 +282,7 @@ func rwDecide(in rwInput) decision {
 			g.mineAt = len(g.removeQueue)
 			continue
 		}
-		if w.bad || !live(w.seen, w.lease) {
+		if w.bad || !in.now.Before(w.seen.Add(w.lease)) {
 			if len(g.removeQueue) < maxRemovals {
 				g.removeQueue = append(g.removeQueue, w.id)
 				g.removeBeats = append(g.removeBeats, w.beat)
@@ -288,6 +319,9 @@ func rwDecide(in rwInput) decision {
 	if blocked == nil {
 		if !in.writer && liveReaders+len(g.removeReaders) < in.maxReader {
 			g.removeReaders = nil // room without dropping the dead: leave them to a writer
+			if d.takeover == "" {
+				d.endSessions = nil // and their sessions
+			}
 		}
 		return d
 	}

@@ -531,11 +531,11 @@ func TestRefusedHeartbeatIsNotRetried(t *testing.T) {
 			l, err = c.AcquireLockWithContext(ctx, "refused")
 		}
 		require.NoError(t, err)
-		script.n.Store(0)
-		script.steps = make([]attemptStep, 100)
-		for i := range script.steps {
-			script.steps[i] = itemTooLarge
+		steps := make([]attemptStep, 100)
+		for i := range steps {
+			steps[i] = itemTooLarge
 		}
+		script.play(steps...)
 		select {
 		case <-l.Done():
 		case <-time.After(10 * time.Second):
@@ -543,7 +543,7 @@ func TestRefusedHeartbeatIsNotRetried(t *testing.T) {
 		}
 		require.ErrorIs(t, l.Err(), dynamolock.ErrHeartbeatRefused)
 		require.LessOrEqual(t, script.n.Load(), int32(2), "reader %v: not retried", reader)
-		script.steps = nil
+		script.play()
 	}
 }
 

@@ -23,16 +23,23 @@ import (
 // an RWLock's key).
 func (a *acquisition) grant(ctx context.Context, w *watch) ([]*Lock, error) {
 	c, d := a.c, w.next
+	if done, err := a.endSessions(ctx, w, d); !done || err != nil {
+		return nil, err
+	}
 	beat := newRVN() // the writer's RVN, or the reader's beat
 	sent := c.now()
+	sess, lease, err := a.session(ctx, sent)
+	if err != nil {
+		return nil, err
+	}
 	var in *dynamodb.UpdateItemInput
 	var wrote *acquiredItem
 	if a.rw.writer {
-		in, wrote = a.writerGrant(w, d, beat, sent)
+		in, wrote = a.writerGrant(w, d, beat, sent, sess)
 	} else {
-		in = a.readerGrant(w, d, beat, sent)
+		in = a.readerGrant(w, d, beat, sent, sess)
 	}
-	at := attempt{sent: sent, lease: a.o.lease, unsure: true, on: []*watch{w}, reader: !a.rw.writer}
+	at := attempt{sent: sent, lease: lease, unsure: true, on: []*watch{w}, reader: !a.rw.writer, sess: sess}
 	a.attempts[beat] = at
 	c.here.sending(beat)
 	c.here.noteCall(w)
@@ -97,11 +104,14 @@ func (a *acquisition) carries(item map[string]types.AttributeValue, beat string)
 // readerGrant builds a reader's granting write: its entry in readers, the
 // writer's slot marked free, and its queue entry and the dead ones
 // removed.
-func (a *acquisition) readerGrant(w *watch, d decision, beat string, sent time.Time) *dynamodb.UpdateItemInput {
+func (a *acquisition) readerGrant(w *watch, d decision, beat string, sent time.Time, sess *Session) *dynamodb.UpdateItemInput {
 	c, v, g := a.c, &w.v, grantOf(d)
 	b := newExprBuilder()
 	pk, rel, rs, rver := b.name("#pk", c.cfg.partitionKeyName), b.name("#r", attrIsReleased), b.name("#R", attrReaders), b.name("#rv", attrReadersVersion)
-	entry := readerEntry(beat, a.o.lease)
+	entry := readerEntry(beat, a.o.lease, "")
+	if sess != nil {
+		entry = readerEntry(beat, sess.Lease(), sess.key)
+	}
 	// The writer's attributes are kept (a released item), or written for a
 	// new item, so that every client reads the item as a released lock.
 	set := "SET " + rel + " = " + b.value(":r", attrS("1")) +
@@ -154,8 +164,8 @@ func (a *acquisition) readerGrant(w *watch, d decision, beat string, sent time.T
 		cond += queueBeatConds(b, g)
 	}
 	// No TTL may delete an item readers hold; no stored expiry outlives the
-	// writer that wrote it.
-	remove += ", " + expiryAttrs(b)
+	// writer that wrote it; a released writer's slot names no session.
+	remove += ", " + expiryAttrs(b) + ", " + b.name("#s", attrSession)
 	if c.cfg.ttlAttribute != "" {
 		remove += ", " + b.name("#ttl", c.cfg.ttlAttribute)
 	}
@@ -176,13 +186,13 @@ func grantOf(d decision) *rwGrant {
 // writerGrant builds a writer's granting write: a plain acquiring write
 // (acquireWrite: the writer's slot, the fencing token, the queue) plus the
 // readers' condition, and the dead readers dropped.
-func (a *acquisition) writerGrant(w *watch, d decision, rvn string, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
+func (a *acquisition) writerGrant(w *watch, d decision, rvn string, sent time.Time, sess *Session) (*dynamodb.UpdateItemInput, *acquiredItem) {
 	c, v, g := a.c, &w.v, grantOf(d)
 	q := &queueWrite{empty: true}
 	if v.rw != nil && v.rw.queuePresent && len(v.rw.queue) > 0 {
 		q = &queueWrite{remove: g.removeQueue}
 	}
-	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, q, sent)
+	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, q, sent, sess)
 	names, values := in.ExpressionAttributeNames, in.ExpressionAttributeValues
 	if values == nil {
 		values = make(map[string]types.AttributeValue)
@@ -239,10 +249,14 @@ func versionCondAs(b *exprBuilder, v *rwParts, nameAlias, valueAlias string) str
 	return n + " = " + b.value(valueAlias, attrN(v.readersVersion))
 }
 
-func readerEntry(beat string, lease time.Duration) types.AttributeValue {
-	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-		"b": attrS(beat), "l": attrN(uint64(max(lease/time.Millisecond, 1))),
-	}}
+// readerEntry is a reader's entry: its beat and lease, and the key of the
+// session that holds it ("s", absent without one; docs/SESSIONS.md).
+func readerEntry(beat string, lease time.Duration, session string) types.AttributeValue {
+	e := map[string]types.AttributeValue{"b": attrS(beat), "l": attrN(uint64(max(lease/time.Millisecond, 1)))}
+	if session != "" {
+		e["s"] = attrS(session)
+	}
+	return &types.AttributeValueMemberM{Value: e}
 }
 
 // rwJoin adds this waiter's entry to the queue, or renews its beat, and

@@ -88,11 +88,21 @@ func (l *Lock) guardCondition(b *exprBuilder) string {
 // refreshes or more of the lock are in doubt, it builds none: it returns a
 // zero TransactWriteItem, which DynamoDB rejects, and the function's error
 // matches [ErrWritesInDoubt]; the next heartbeat that lands clears them.
+//
+// A lock held by a session ([WithSession]) has no lease of its own: it
+// returns TransactionCondition's check, and a function that returns its
+// arguments; the session's heartbeat renews the lease.
 func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb.TransactWriteItemsOutput, error) (*dynamodb.TransactWriteItemsOutput, error)) {
+	same := func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
+		return out, err
+	}
+	if l != nil && l.bySession {
+		// A session's lock has no lease of its own: the check alone, and
+		// the session's heartbeat renews (docs/SESSIONS.md).
+		return l.TransactionCondition(), same
+	}
 	if l == nil || l.client == nil || l.kind == lockView || l.reader {
-		return types.TransactWriteItem{}, func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
-			return out, err
-		}
+		return types.TransactWriteItem{}, same
 	}
 	c := l.client
 	b := newExprBuilder()

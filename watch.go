@@ -81,6 +81,10 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 	if a.rw != nil {
 		a.learnRW(w, item, now)
 	}
+	if err := a.learnSessions(ctx, w); err != nil {
+		w.forget()
+		return a.failed(ctx, w, err)
+	}
 	return nil
 }
 

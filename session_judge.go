@@ -1,0 +1,190 @@
+package dynamolock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// How any client of this library, with or without WithSession, judges a
+// lock item that names a session (docs/SESSIONS.md): by the session item,
+// with the rule every lock uses (its record version number seen unchanged
+// for a full lease on this client's clock), and by the end mark.
+
+// sessionState is what a client knows of a session that holds a lock.
+type sessionState struct {
+	key    string
+	rvn    string        // the session item's record version number
+	seen   time.Time     // when this client first saw rvn in it
+	lease  time.Duration // the session's lease
+	ended  bool          // released (its holder's Close, or an end mark) or gone: for ever
+	readAt time.Time     // when the item was last read
+}
+
+// deadAt is when s counts as dead unless it renews: a lease after rvn was
+// first seen; now when it has ended.
+func (s sessionState) deadAt(now time.Time) time.Time {
+	if s.ended {
+		return now
+	}
+	return s.seen.Add(s.lease)
+}
+
+// sessionJudge holds what a client has seen of the sessions that hold the
+// locks it looked at, shared by its acquisitions (as here.observe is), so
+// that each session item is read at most once per refresh period by the
+// client, and a session judged dead or seen ended is so for every
+// acquisition at once. Bounded: when full, an arbitrary entry is dropped
+// (that only delays a judgment).
+type sessionJudge struct {
+	mu sync.Mutex
+	m  map[string]*sessionState
+}
+
+// sessionState returns what is known of session key, reading its item (one
+// consistent GetItem) when the last read is older than maxAge.
+func (c *Client) sessionState(ctx context.Context, key string, maxAge time.Duration) (sessionState, error) {
+	j := &c.observed
+	j.mu.Lock()
+	if st, ok := j.m[key]; ok && (st.ended || c.since(st.readAt) < maxAge) {
+		cp := *st
+		j.mu.Unlock()
+		return cp, nil
+	}
+	j.mu.Unlock()
+	item, err := c.getItem(ctx, c.itemKeyOf(key, c.sessionSortKey()))
+	if err != nil {
+		return sessionState{}, err
+	}
+	return c.learnSession(key, item)
+}
+
+// learnSession records what item, the session item of key as just read or
+// returned by a failed condition, shows.
+func (c *Client) learnSession(key string, item map[string]types.AttributeValue) (sessionState, error) {
+	now := c.now()
+	next := sessionState{key: key, readAt: now, ended: len(item) == 0}
+	if !next.ended {
+		rec, err := c.cfg.schema.decodeItem(item)
+		if err != nil {
+			return sessionState{}, fmt.Errorf("the item of session %q: %w", key, err)
+		}
+		next.rvn, next.lease, next.ended = rec.rvn, rec.lease, rec.released
+	}
+	j := &c.observed
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if old, ok := j.m[key]; ok {
+		if old.ended {
+			return *old, nil // an end is for ever: a late answer does not undo it
+		}
+		if old.rvn == next.rvn {
+			next.seen = old.seen
+		}
+	}
+	if next.seen.IsZero() {
+		next.seen = now
+	}
+	if j.m == nil {
+		j.m = make(map[string]*sessionState)
+	}
+	if _, ok := j.m[key]; !ok && len(j.m) >= c.cfg.maxObservations {
+		for k := range j.m {
+			delete(j.m, k)
+			break
+		}
+	}
+	j.m[key] = &next
+	return next, nil
+}
+
+// endSession writes the end mark of session s, judged dead: its item is
+// marked released, on condition that it still carries the record version
+// number judged dead and is not released yet. It reports whether the
+// session has ended (by this write, or before it); false when it renewed
+// since (what is known of it is then updated).
+func (c *Client) endSession(ctx context.Context, s sessionState) (bool, error) {
+	b := newExprBuilder()
+	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1"))
+	cond := b.name("#v", attrRVN) + " = " + b.value(":v", attrS(s.rvn)) + " AND attribute_not_exists(#r)"
+	key := c.itemKeyOf(s.key, c.sessionSortKey())
+	_, err := c.updateItem(ctx, c.guardedUpdate(key, b, update, cond))
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "ended a session judged dead", slogKey(s.key), slogRVN(s.rvn))
+		st, err := c.learnSession(s.key, nil)
+		return st.ended, err
+	case errors.As(err, &ccf) && len(ccf.Item) > 0:
+		st, err := c.learnSession(s.key, ccf.Item)
+		return st.ended, err
+	case errors.As(err, &ccf):
+		// No item came back: there is none, or an emulator does not
+		// return it. Read it.
+		item, err := c.getItem(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		st, err := c.learnSession(s.key, item)
+		return st.ended, err
+	}
+	return false, err
+}
+
+// learnSessions records in w's view the state of every session its item
+// names (its holder's, and an RWLock's readers'), reading each item at most
+// once per refresh period.
+func (a *acquisition) learnSessions(ctx context.Context, w *watch) error {
+	v := &w.v
+	if v.bad != nil || v.absent {
+		return nil
+	}
+	var keys []string
+	if v.rec != nil && !v.rec.released && v.rec.session != "" {
+		keys = append(keys, v.rec.session)
+	}
+	if v.rw != nil {
+		for _, r := range v.rw.readers {
+			if r.session != "" && !r.bad {
+				keys = append(keys, r.session)
+			}
+		}
+	}
+	for _, key := range keys {
+		if _, ok := v.sessions[key]; ok {
+			continue
+		}
+		st, err := a.c.sessionState(ctx, key, a.o.refreshPeriod)
+		if err != nil {
+			return err
+		}
+		if v.sessions == nil {
+			v.sessions = make(map[string]sessionState, len(keys))
+		}
+		v.sessions[key] = st
+	}
+	return nil
+}
+
+// endSessions writes the end mark of every session d judged dead, before
+// the write that takes what they held. It reports whether all of them have
+// ended; when one renewed since, w's view is forgotten (decided anew).
+func (a *acquisition) endSessions(ctx context.Context, w *watch, d decision) (bool, error) {
+	for _, s := range d.endSessions {
+		ended, err := a.c.endSession(ctx, s)
+		if err != nil {
+			w.forget()
+			return false, a.failed(ctx, w, err)
+		}
+		if !ended {
+			w.forget() // alive: read the item again
+			return false, nil
+		}
+	}
+	return true, nil
+}
