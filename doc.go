@@ -204,9 +204,9 @@
 //
 // # Owner names
 //
-// Every lock item records its holder's owner name. The default, as in
-// Amazon's Java client, is made of the host name and a random UUID, unique
-// per [Client]. To make items and logs easier to read, set one with
+// Every lock item records its holder's owner name. The default is the host
+// name and a random UUID, as host/UUID, unique per [Client] (Amazon's Java
+// client runs the two together). To make items and logs easier to read, set one with
 // [WithOwnerName]; keep it unique per client (two clients sharing an owner
 // name can renew and release each other's locks). With one client per
 // process, the program's name, the host and the process id will do:

@@ -101,6 +101,7 @@ func TestNilContextIsBadInput(t *testing.T) {
 	calls2 := map[string]func() error{
 		"Client.AcquireLockWithContext":    func() error { return second(c.AcquireLockWithContext(nilCtx, "k")) },
 		"Client.Do":                        func() error { return c.Do(nilCtx, "k", noop) },
+		"Client.Session":                   func() error { return second(c.Session(nilCtx)) },
 		"Client.AcquireLocks":              func() error { return second(c.AcquireLocks(nilCtx, []string{"a", "b"})) },
 		"Client.GetWithContext":            func() error { return second(c.GetWithContext(nilCtx, "k")) },
 		"Client.GetWithSortKeyWithContext": func() error { return second(c.GetWithSortKeyWithContext(nilCtx, "k", "s")) },

@@ -164,8 +164,8 @@ func (rw *RWLock) Lock(ctx context.Context, opts ...AcquireLockOption) (*Lock, e
 
 func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOption) (*Lock, error) {
 	c := rw.c
-	if c.isClosed() {
-		return nil, ErrClientClosed
+	if err := c.enter(ctx); err != nil {
+		return nil, err
 	}
 	// The engine's options: checked and resolved once; without an
 	// explicit WithAdditionalTimeToWaitForLock the wait lasts as long as

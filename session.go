@@ -80,11 +80,11 @@ func (s *Session) Lease() time.Duration { return s.lock.LeaseDuration() }
 // it has none or the last one ended. It returns an *[InvalidArgumentError]
 // for a client made without [WithSession].
 func (c *Client) Session(ctx context.Context) (*Session, error) {
+	if err := c.enter(ctx); err != nil {
+		return nil, err
+	}
 	if !c.cfg.session {
 		return nil, invalid("Session", "", "needs a client made with WithSession")
-	}
-	if c.isClosed() {
-		return nil, ErrClientClosed
 	}
 	return c.sessions.current(ctx, c)
 }
