@@ -163,17 +163,27 @@ func (c beginsCond) eval(it Item) (bool, error) {
 	return false, nil
 }
 
-// parseCondition parses a condition expression (or a key condition).
+// parseCondition parses a condition expression.
 func parseCondition(expr string, ph *placeholders) (cond, error) {
+	return parseConditionOf("ConditionExpression", expr, ph)
+}
+
+// parseConditionOf parses a condition expression, or a key condition
+// (kind "KeyConditionExpression"), naming kind in its errors.
+func parseConditionOf(kind, expr string, ph *placeholders) (cond, error) {
+	invalid := "Invalid " + kind
 	if strings.TrimSpace(expr) == "" {
-		return nil, validation("Invalid ConditionExpression: The expression can not be empty;")
+		return nil, validation("%s: The expression can not be empty;", invalid)
 	}
 	if len(expr) > maxExpression {
-		return nil, validation("Invalid ConditionExpression: Expression size has exceeded the maximum allowed size; expression size: %d", len(expr))
+		return nil, validation("%s: Expression size has exceeded the maximum allowed size; expression size: %d", invalid, len(expr))
+	}
+	if substitutedSize(expr, ph.names, ph.values) > maxSubstituted {
+		return nil, validation("%s: Expression size has exceeded the maximum allowed size;", invalid)
 	}
 	toks, err := lex(expr)
 	if err != nil {
-		return nil, asValidation("Invalid ConditionExpression", err)
+		return nil, asValidation(invalid, err)
 	}
 	p := &parser{toks: toks, ph: ph}
 	c, err := p.or()
@@ -181,7 +191,7 @@ func parseCondition(expr string, ph *placeholders) (cond, error) {
 		err = fmt.Errorf("unexpected %q", p.peek().text)
 	}
 	if err != nil {
-		return nil, asValidation("Invalid ConditionExpression", err)
+		return nil, asValidation(invalid, err)
 	}
 	return c, nil
 }
@@ -252,6 +262,11 @@ func (p *parser) primary() (cond, error) {
 			if err != nil {
 				return nil, err
 			}
+			for _, o := range []operand{l, r} {
+				if o.literal() && typeName(o.val) != "S" && typeName(o.val) != "B" {
+					return nil, operandType("begins_with", o.val)
+				}
+			}
 			c = beginsCond{l, r}
 		default:
 			return nil, errUnsupported("function " + t.text)
@@ -268,6 +283,13 @@ func (p *parser) primary() (cond, error) {
 		r, err := p.operand()
 		if err != nil {
 			return nil, err
+		}
+		if t.text != "=" && t.text != "<>" {
+			for _, o := range []operand{l, r} {
+				if o.literal() && !scalar(o.val) {
+					return nil, operandType(t.text, o.val)
+				}
+			}
 		}
 		return cmpCond{t.text, l, r}, nil
 	case p.isKeyword(t, "IN"):
@@ -303,12 +325,64 @@ func (p *parser) primary() (cond, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := checkBounds(lo, hi); err != nil {
+			return nil, err
+		}
 		return betweenCond{l, lo, hi}, nil
 	}
 	if l.size != nil {
 		return nil, exprError("The function is not allowed to be used this way in an expression; function: size")
 	}
 	return nil, fmt.Errorf("expected a comparison, found %q", t.text)
+}
+
+// literal reports whether the operand is a value placeholder (not a path,
+// not size()).
+func (o operand) literal() bool { return o.val != nil && o.path == nil && o.size == nil }
+
+// scalar reports whether v is a string, a number or a binary: what <, <=,
+// > and >= and BETWEEN order.
+func scalar(v types.AttributeValue) bool {
+	switch v.(type) {
+	case *types.AttributeValueMemberS, *types.AttributeValueMemberN, *types.AttributeValueMemberB:
+		return true
+	}
+	return false
+}
+
+func operandType(op string, v types.AttributeValue) error {
+	return exprErrorf("Incorrect operand type for operator or function; operator or function: %s, operand type: %s", op, typeName(v))
+}
+
+// checkBounds refuses the bounds of a BETWEEN that DynamoDB refuses before
+// reading any item: values of another kind than S, N or B, of two kinds, or
+// a lower bound above the upper one.
+func checkBounds(lo, hi operand) error {
+	for _, o := range []operand{lo, hi} {
+		if o.literal() && !scalar(o.val) {
+			return operandType("BETWEEN", o.val)
+		}
+	}
+	if !lo.literal() || !hi.literal() {
+		return nil
+	}
+	show := func(v types.AttributeValue) string {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			return "{S:" + v.Value + "}"
+		case *types.AttributeValueMemberN:
+			return "{N:" + v.Value + "}"
+		}
+		return "{" + typeName(v) + ":...}"
+	}
+	bounds := fmt.Sprintf("lower bound operand: AttributeValue: %s, upper bound operand: AttributeValue: %s", show(lo.val), show(hi.val))
+	if typeName(lo.val) != typeName(hi.val) {
+		return exprErrorf("The BETWEEN operator requires same data type for lower and upper bounds; %s", bounds)
+	}
+	if n, _ := compare(lo.val, hi.val); n > 0 {
+		return exprErrorf("The BETWEEN operator requires upper bound to be greater than or equal to lower bound; %s", bounds)
+	}
+	return nil
 }
 
 // isCall reports whether t starts a function call: a word and "(".

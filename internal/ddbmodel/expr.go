@@ -2,8 +2,6 @@ package ddbmodel
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -97,44 +95,20 @@ func newPlaceholders(names map[string]string, values map[string]types.AttributeV
 // DynamoDB's limits on requests (the Developer Guide's "Quotas"), with the
 // messages DynamoDB Local 3.3.1 gives past them (TestLimits).
 const (
-	maxExpression    = 4096      // bytes of one expression string
-	maxInOperands    = 100       // operands of one IN
-	maxAttrName      = 65535     // bytes of an attribute name behind a placeholder
-	maxPartitionKey  = 2048      // bytes of a partition key value
-	maxSortKey       = 1024      // bytes of a sort key value
-	maxTransactItems = 100       // members of one transaction
-	maxTransactSize  = 4 << 20   // bytes of one transaction's items
-	maxItem          = 400 << 10 // bytes of one item
+	maxExpression      = 4096      // bytes of one expression string
+	maxInOperands      = 100       // operands of one IN
+	maxAttrName        = 65535     // bytes of an attribute name behind a placeholder
+	maxPartitionKey    = 2048      // bytes of a partition key value
+	maxSortKey         = 1024      // bytes of a sort key value
+	maxTransactItems   = 100       // members of one transaction
+	maxTransactSize    = 4 << 20   // bytes of one transaction's items
+	maxItem            = 400 << 10 // bytes of one item
+	maxPlaceholder     = 255       // bytes of a placeholder (#name, :value)
+	maxSubstitutions   = 2 << 20   // bytes of a request's placeholders and what they stand for
+	maxSubstituted     = 1 << 20   // bytes of one expression counting what its placeholders stand for
+	maxTokenLen        = 36        // bytes of a ClientRequestToken
+	maxUpdateOperators = 300       // operators and functions of one update expression
 )
-
-// checkNames rejects an empty attribute name, and one over 64 KB, as
-// DynamoDB does before it reads any expression.
-func checkNames(names map[string]string) error {
-	for _, k := range slices.Sorted(maps.Keys(names)) {
-		if names[k] == "" {
-			return validation("ExpressionAttributeNames contains invalid value: Empty attribute name for key %s", k)
-		}
-		if len(names[k]) > maxAttrName {
-			return validation("ExpressionAttributeNames contains invalid value: Attribute name is too large, must be less than %d bytes for key %s", maxAttrName+1, k)
-		}
-	}
-	return nil
-}
-
-// checkAllUsed reports a placeholder that was given but not used.
-func (p *placeholders) checkAllUsed() error {
-	for n := range p.names {
-		if !p.usedNames[n] {
-			return validation("Value provided in ExpressionAttributeNames unused in expressions: keys: {%s}", n)
-		}
-	}
-	for v := range p.values {
-		if !p.usedVals[v] {
-			return validation("Value provided in ExpressionAttributeValues unused in expressions: keys: {%s}", v)
-		}
-	}
-	return nil
-}
 
 type parser struct {
 	toks []token
@@ -173,17 +147,6 @@ func (p *parser) value() (types.AttributeValue, error) {
 	}
 	p.ph.usedVals[t.text] = true
 	return v, nil
-}
-
-// A few words DynamoDB refuses as plain attribute names; the library never
-// uses plain names, so the list only needs the ones tests might try.
-func reservedWord(s string) bool {
-	switch strings.ToUpper(s) {
-	case "KEY", "DATA", "NAME", "OWNER", "VALUE", "TABLE", "TIME", "TTL", "STATUS", "SIZE", "COUNT", "DELETE", "SET",
-		"REMOVE", "ADD", "AND", "OR", "NOT", "IN", "BETWEEN", "TOKEN", "VERSION", "LOCK", "RELEASED":
-		return true
-	}
-	return false
 }
 
 // ---- conditions ----

@@ -7,15 +7,28 @@
 // and after) while that mutex is held, so a checker can compare the model
 // with what clients believe at that instant.
 //
+// It answers as the DynamoDB service does, its documentation being the
+// contract: what the service refuses it refuses (reserved words, numbers
+// past 38 digits or DynamoDB's range, empty or oversized placeholder maps,
+// the operand types of ADD and of comparisons, DynamoDB's quotas), and it
+// gives the answers DynamoDB Local never gives: a transaction takes effect
+// in two steps, between which a write of one of its items fails with a
+// TransactionConflictException and another transaction including one is
+// cancelled (transact.go); a ClientRequestToken is remembered for ten
+// minutes (idempotency.go); TTL's setting changes once an hour.
+//
 // It is the test double of the deterministic simulation (internal/sim) and
 // of the public package dynamolocktest, and is checked against DynamoDB
-// Local by a differential test in this package.
+// Local by a differential test in this package, which lists where DynamoDB
+// Local departs from the documentation (known_test.go).
 // Attribute paths may name members of maps (#q.#w: the fair mode's queue),
 // in conditions (attribute_exists, attribute_not_exists, size, comparisons)
 // and updates (SET, REMOVE, ADD, if_not_exists); list elements ([n]) are not
 // modelled. It does not model capacity, item-size accounting beyond the
 // 400 KB limit, TTL deletion (the TTL setting is kept and described; no
-// item is deleted for it), secondary indexes or streams.
+// item is deleted for it), secondary indexes or streams; a request that
+// needs them, or a legacy (pre-expression) parameter, fails with a
+// ValidationException that says "ddbmodel: unsupported".
 package ddbmodel
 
 import (
@@ -24,6 +37,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -59,10 +73,15 @@ type Model struct {
 	tables map[string]*table
 	seq    uint64
 	hook   func(Event)
-	// idempotency remembers the ClientRequestTokens of committed
-	// transactions: a retry with the same token succeeds without applying
-	// again, as DynamoDB does within its ten-minute window.
-	idempotency map[string]bool
+	// tokens: the ClientRequestTokens of transactions in progress and of
+	// those committed within the idempotency window (idempotency.go).
+	tokens tokenLog
+	// inTx: the items of prepared transactions not yet committed, by
+	// heldKey (transact.go).
+	inTx map[string]*Transaction
+	// now reads the clock: time.Now, virtual inside a testing/synctest
+	// bubble. Windows of time (a token's, TTL's hour) are measured on it.
+	now func() time.Time
 }
 
 type table struct {
@@ -74,11 +93,13 @@ type table struct {
 	keySchem []types.KeySchemaElement
 	attrDefs []types.AttributeDefinition
 	ttl      string // the TTL attribute; "" while TTL is disabled
+	// ttlChanged: when TTL was last enabled or disabled (zero: never).
+	ttlChanged time.Time
 }
 
 // New returns an empty model.
 func New() *Model {
-	return &Model{tables: map[string]*table{}, idempotency: map[string]bool{}}
+	return &Model{tables: map[string]*table{}, inTx: map[string]*Transaction{}, now: time.Now}
 }
 
 // SetHook installs f, called after every request while the model's mutex is
@@ -140,6 +161,15 @@ func asValidation(prefix string, err error) error {
 		return validation("%s: %s", prefix, string(e))
 	}
 	return validation("%s: Syntax error; %v", prefix, err)
+}
+
+// errorMessage is the message of a model error (a ValidationException's
+// text), or the error's text.
+func errorMessage(err error) string {
+	if e, ok := err.(*smithy.GenericAPIError); ok {
+		return e.Message
+	}
+	return err.Error()
 }
 
 // exprError is an error in an expression that DynamoDB reports in its own

@@ -74,7 +74,7 @@ func (p docPath) parent(item Item) (Item, error) {
 }
 
 func errInvalidUpdatePath() error {
-	return validation("The document path provided in the update expression is invalid for update")
+	return validation(msgInvalidPath)
 }
 
 // path reads a document path: names (#placeholders or plain words)

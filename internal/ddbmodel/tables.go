@@ -28,8 +28,14 @@ func (m *Model) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, 
 
 func newTable(in *dynamodb.CreateTableInput) (*table, error) {
 	name := aws.ToString(in.TableName)
-	if len(name) < 3 || len(name) > 255 {
-		return nil, validation("TableName must be at least 3 characters long and at most 255 characters long")
+	if err := checkTableName(in.TableName); err != nil {
+		return nil, err
+	}
+	if len(in.GlobalSecondaryIndexes) > 0 || len(in.LocalSecondaryIndexes) > 0 || in.StreamSpecification != nil {
+		return nil, errUnsupported("secondary indexes and streams")
+	}
+	if err := checkCapacity(in.BillingMode, in.ProvisionedThroughput); err != nil {
+		return nil, err
 	}
 	t := &table{name: name, items: map[string]Item{}, keySchem: slices.Clone(in.KeySchema), attrDefs: slices.Clone(in.AttributeDefinitions)}
 	attrTypes := map[string]types.ScalarAttributeType{}
@@ -66,6 +72,30 @@ func newTable(in *dynamodb.CreateTableInput) (*table, error) {
 	return t, nil
 }
 
+// checkCapacity validates a table's capacity mode: provisioned (the
+// default) needs a throughput of at least 1 read and 1 write unit;
+// on-demand takes none.
+func checkCapacity(mode types.BillingMode, pt *types.ProvisionedThroughput) error {
+	switch mode {
+	case "", types.BillingModeProvisioned:
+		if pt == nil {
+			return validation("No provisioned throughput specified for the table")
+		}
+		if aws.ToInt64(pt.ReadCapacityUnits) < 1 || aws.ToInt64(pt.WriteCapacityUnits) < 1 {
+			return validation("Table read and write throughput must be at least 1, and cannot be null")
+		}
+	case types.BillingModePayPerRequest:
+		if pt != nil {
+			// DynamoDB Local accepts it; the API's documentation says the
+			// parameter cannot be given with PAY_PER_REQUEST (TestRefusals).
+			return validation("One or more parameter values were invalid: Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
+		}
+	default:
+		return validation("1 validation error detected: Value '%s' at 'billingMode' failed to satisfy constraint: Member must satisfy enum value set: [PROVISIONED, PAY_PER_REQUEST]", mode)
+	}
+	return nil
+}
+
 func (t *table) describe() *types.TableDescription {
 	return &types.TableDescription{
 		TableName:            aws.String(t.name),
@@ -80,6 +110,10 @@ func (t *table) describe() *types.TableDescription {
 func (m *Model) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := checkTableName(in.TableName); err != nil {
+		m.done(ctx, "DescribeTable", in, err, nil)
+		return nil, err
+	}
 	t := m.tables[aws.ToString(in.TableName)]
 	if t == nil {
 		err := &types.ResourceNotFoundException{Message: aws.String("Cannot do operations on a non-existent table")}
@@ -169,9 +203,9 @@ func keyPart(k Item, name string, typ types.ScalarAttributeType, max int) (strin
 		if typ != types.ScalarAttributeTypeN {
 			break
 		}
-		n, ok := canonicalN(v.Value)
-		if !ok {
-			return "", validation("The parameter cannot be converted to a numeric value")
+		n, msg := checkNumber(v.Value)
+		if msg != "" {
+			return "", validation("%s", msg)
 		}
 		return n, nil
 	case *types.AttributeValueMemberB:
@@ -194,128 +228,6 @@ func (t *table) keyNames() []string {
 		return []string{t.pk}
 	}
 	return []string{t.pk, t.sk}
-}
-
-// The messages of an item over the 400 KB limit: a whole item given (PutItem),
-// and an item an update would leave.
-const (
-	msgTooLarge       = "Item size has exceeded the maximum allowed size"
-	msgUpdateTooLarge = "Item size to update has exceeded the maximum allowed size"
-)
-
-// checkItem validates attribute values (numbers, empty sets) and the size
-// limit, and normalises numbers.
-func checkItem(it Item) (Item, error) {
-	out, tooLarge, err := normalizeItem(it)
-	if err == nil && tooLarge {
-		err = validation(msgTooLarge)
-	}
-	return out, err
-}
-
-// normalizeItem validates attribute values (numbers, empty sets) and
-// normalises numbers, and reports whether the item exceeds 400 KB (the
-// size DynamoDB Local counts: names and values, 3 bytes per map or list and
-// 1 per element, numbers in about half their digits; checked against it
-// for items of nested maps to the byte).
-func normalizeItem(it Item) (Item, bool, error) {
-	out := make(Item, len(it))
-	size := 0
-	for k, v := range it {
-		nv, err := checkValue(v)
-		if err != nil {
-			return nil, false, err
-		}
-		out[k] = nv
-		size += len(k) + valueSize(nv)
-	}
-	return out, size > maxItem, nil
-}
-
-func checkValue(v types.AttributeValue) (types.AttributeValue, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, validation("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
-	case *types.AttributeValueMemberN:
-		n, ok := canonicalN(v.Value)
-		if !ok {
-			return nil, validation("The parameter cannot be converted to a numeric value: %s", v.Value)
-		}
-		return &types.AttributeValueMemberN{Value: n}, nil
-	case *types.AttributeValueMemberSS:
-		if len(v.Value) == 0 {
-			return nil, validation("One or more parameter values were invalid: An string set  may not be empty")
-		}
-	case *types.AttributeValueMemberNS:
-		if len(v.Value) == 0 {
-			return nil, validation("One or more parameter values were invalid: An number set  may not be empty")
-		}
-	case *types.AttributeValueMemberBS:
-		if len(v.Value) == 0 {
-			return nil, validation("One or more parameter values were invalid: Binary sets should not be empty")
-		}
-	case *types.AttributeValueMemberL:
-		l := make([]types.AttributeValue, len(v.Value))
-		for i, e := range v.Value {
-			var err error
-			if l[i], err = checkValue(e); err != nil {
-				return nil, err
-			}
-		}
-		return &types.AttributeValueMemberL{Value: l}, nil
-	case *types.AttributeValueMemberM:
-		mm := make(Item, len(v.Value))
-		for k, e := range v.Value {
-			var err error
-			if mm[k], err = checkValue(e); err != nil {
-				return nil, err
-			}
-		}
-		return &types.AttributeValueMemberM{Value: mm}, nil
-	}
-	return v, nil
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return (len(v.Value)+1)/2 + 1
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += (len(s)+1)/2 + 1
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += 1 + len(k) + valueSize(e)
-		}
-		return n
-	}
-	return 1
 }
 
 // ---- single-item operations ----

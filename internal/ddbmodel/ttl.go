@@ -2,14 +2,16 @@ package ddbmodel
 
 import (
 	"context"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// UpdateTimeToLive enables or disables TTL on a table, at once. The model
-// keeps the setting; it never deletes an expired item (DynamoDB deletes
+// UpdateTimeToLive enables or disables TTL on a table, at once, and
+// refuses another change of it within the hour. The model keeps the
+// setting; it never deletes an expired item (DynamoDB deletes
 // them in the background, typically within days, so no test may rely on
 // the time of a deletion anyway).
 func (m *Model) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
@@ -19,6 +21,10 @@ func (m *Model) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToL
 	m.done(ctx, "UpdateTimeToLive", in, err, nil)
 	return out, err
 }
+
+// ttlChangeInterval is how long after a change of a table's TTL setting
+// DynamoDB refuses another.
+const ttlChangeInterval = time.Hour
 
 func (m *Model) updateTimeToLive(in *dynamodb.UpdateTimeToLiveInput) (*dynamodb.UpdateTimeToLiveOutput, error) {
 	spec := in.TimeToLiveSpecification
@@ -42,6 +48,14 @@ func (m *Model) updateTimeToLive(in *dynamodb.UpdateTimeToLiveInput) (*dynamodb.
 	case !*spec.Enabled && t.ttl != name:
 		return nil, validation("TimeToLive is active on a different AttributeName")
 	}
+	// The Developer Guide's quotas ("API-specific limits"): one change of
+	// a table's TTL per hour; DynamoDB Local allows any number
+	// (TestRefusals lists the difference).
+	now := m.now()
+	if !t.ttlChanged.IsZero() && now.Sub(t.ttlChanged) < ttlChangeInterval {
+		return nil, validation("Time to live has been modified multiple times within a fixed interval")
+	}
+	t.ttlChanged = now
 	t.ttl = ""
 	if *spec.Enabled {
 		t.ttl = name

@@ -1,11 +1,17 @@
 package ddbmodel
 
 import (
-	"math/big"
 	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The messages of an update that cannot be applied to its item.
+const (
+	msgOperandType      = "An operand in the update expression has an incorrect data type"
+	msgMissingAttribute = "The provided expression refers to an attribute that does not exist in the item"
+	msgInvalidPath      = "The document path provided in the update expression is invalid for update"
 )
 
 type setAction struct {
@@ -52,7 +58,7 @@ func (t term) get(item Item) (types.AttributeValue, error) {
 	}
 	v, ok := t.operand.get(item)
 	if !ok {
-		return nil, validation("The provided expression refers to an attribute that does not exist in the item")
+		return nil, validation(msgMissingAttribute)
 	}
 	return v, nil
 }
@@ -72,26 +78,31 @@ func (e valueExpr) eval(item Item) (types.AttributeValue, error) {
 	ln, ok1 := l.(*types.AttributeValueMemberN)
 	rn, ok2 := r.(*types.AttributeValueMemberN)
 	if !ok1 || !ok2 {
-		return nil, validation("An operand in the update expression has an incorrect data type")
+		return nil, validation(msgOperandType)
 	}
-	a, _ := new(big.Rat).SetString(ln.Value)
-	b, _ := new(big.Rat).SetString(rn.Value)
-	if a == nil || b == nil {
-		return nil, validation("An operand in the update expression has an incorrect data type")
+	return arithmetic(ln.Value, rn.Value, e.op == "-")
+}
+
+// arithmetic computes a + b (a - b with neg) of two stored numbers, and
+// refuses a result outside DynamoDB's precision or range.
+func arithmetic(a, b string, neg bool) (types.AttributeValue, error) {
+	x, ok1 := parseDecimal(a)
+	y, ok2 := parseDecimal(b)
+	if !ok1 || !ok2 {
+		return nil, validation(msgOperandType)
 	}
-	if e.op == "+" {
-		a.Add(a, b)
-	} else {
-		a.Sub(a, b)
+	sum := x.add(y, neg)
+	if msg := sum.check(); msg != "" {
+		return nil, validation("%s", msg)
 	}
-	return &types.AttributeValueMemberN{Value: formatRat(a)}, nil
+	return &types.AttributeValueMemberN{Value: sum.String()}, nil
 }
 
 func parseUpdate(expr string, ph *placeholders) (*update, error) {
 	if strings.TrimSpace(expr) == "" {
 		return nil, validation("Invalid UpdateExpression: The expression can not be empty;")
 	}
-	if len(expr) > maxExpression {
+	if len(expr) > maxExpression || substitutedSize(expr, ph.names, ph.values) > maxSubstituted {
 		return nil, validation("Invalid UpdateExpression: Expression size has exceeded the maximum allowed size;")
 	}
 	toks, err := lex(expr)
@@ -147,6 +158,9 @@ func parseUpdate(expr string, ph *placeholders) (*update, error) {
 				if err != nil {
 					return nil, asValidation("Invalid UpdateExpression", err)
 				}
+				if !addable(v) {
+					return nil, validation("Invalid UpdateExpression: Incorrect operand type for operator or function; operator: ADD, operand type: %s, typeSet: ALLOWED_FOR_ADD_OPERAND", longTypeName(v))
+				}
 				u.adds = append(u.adds, addAction{path, v})
 			default:
 				return nil, errUnsupported("DELETE in update expressions")
@@ -157,6 +171,17 @@ func parseUpdate(expr string, ph *placeholders) (*update, error) {
 			}
 			break
 		}
+	}
+	// The Developer Guide's quotas: at most 300 operators or functions in
+	// an update expression.
+	ops := 0
+	for i, t := range toks {
+		if t.kind == tPunct && (t.text == "+" || t.text == "-") || t.kind == tIdent && toks[i+1].kind == tPunct && toks[i+1].text == "(" {
+			ops++
+		}
+	}
+	if ops > maxUpdateOperators {
+		return nil, validation("Invalid UpdateExpression: The expression contains too many operators; operator count: %d", ops)
 	}
 	return u, nil
 }
@@ -173,8 +198,72 @@ func (p *parser) valueExpr() (valueExpr, error) {
 			return valueExpr{}, err
 		}
 		e.op, e.hasOp = t.text, true
+		// A literal that is not a number is refused before anything runs.
+		for _, o := range []term{e.l, e.r} {
+			if v := o.val; o.ifNotExists == nil && v != nil {
+				if _, isN := v.(*types.AttributeValueMemberN); !isN {
+					return valueExpr{}, exprErrorf("Incorrect operand type for operator or function; operator or function: %s, operand type: %s", t.text, typeName(v))
+				}
+			}
+		}
 	}
 	return e, nil
+}
+
+// addable reports whether ADD takes v: a number or a set.
+func addable(v types.AttributeValue) bool {
+	switch v.(type) {
+	case *types.AttributeValueMemberN, *types.AttributeValueMemberSS, *types.AttributeValueMemberNS, *types.AttributeValueMemberBS:
+		return true
+	}
+	return false
+}
+
+// add is ADD of v to cur: a sum of numbers, or a union of sets of one type.
+func add(cur, v types.AttributeValue) (types.AttributeValue, error) {
+	switch cur := cur.(type) {
+	case *types.AttributeValueMemberN:
+		if n, ok := v.(*types.AttributeValueMemberN); ok {
+			return arithmetic(cur.Value, n.Value, false)
+		}
+	case *types.AttributeValueMemberSS:
+		if s, ok := v.(*types.AttributeValueMemberSS); ok {
+			return &types.AttributeValueMemberSS{Value: union(cur.Value, s.Value)}, nil
+		}
+	case *types.AttributeValueMemberNS:
+		if s, ok := v.(*types.AttributeValueMemberNS); ok {
+			return &types.AttributeValueMemberNS{Value: union(cur.Value, s.Value)}, nil
+		}
+	case *types.AttributeValueMemberBS:
+		if s, ok := v.(*types.AttributeValueMemberBS); ok {
+			as, bs := make([]string, len(cur.Value)), make([]string, len(s.Value))
+			for i, b := range cur.Value {
+				as[i] = string(b)
+			}
+			for i, b := range s.Value {
+				bs[i] = string(b)
+			}
+			u := union(as, bs)
+			out := make([][]byte, len(u))
+			for i, b := range u {
+				out[i] = []byte(b)
+			}
+			return &types.AttributeValueMemberBS{Value: out}, nil
+		}
+	}
+	return nil, validation(msgOperandType)
+}
+
+// union is a followed by the members of b it lacks. Members are compared
+// as text: the model keeps numbers in canonical form.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, e := range b {
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (p *parser) term() (term, error) {
@@ -255,14 +344,11 @@ func (u *update) apply(old Item, keyNames []string) (Item, error) {
 			parent[name] = a.val
 			continue
 		}
-		cn, ok1 := cur.(*types.AttributeValueMemberN)
-		an, ok2 := a.val.(*types.AttributeValueMemberN)
-		if !ok1 || !ok2 {
-			return nil, errUnsupported("ADD of a non-number")
+		sum, err := add(cur, a.val)
+		if err != nil {
+			return nil, err
 		}
-		x, _ := new(big.Rat).SetString(cn.Value)
-		y, _ := new(big.Rat).SetString(an.Value)
-		parent[name] = &types.AttributeValueMemberN{Value: formatRat(x.Add(x, y))}
+		parent[name] = sum
 	}
 	return next, nil
 }

@@ -114,25 +114,6 @@ func compare(a, b types.AttributeValue) (int, bool) {
 	return 0, false
 }
 
-// canonicalN returns DynamoDB's form of a number: no leading zeros, no
-// trailing fractional zeros, no exponent.
-func canonicalN(s string) (string, bool) {
-	r, ok := new(big.Rat).SetString(strings.TrimSpace(s))
-	if !ok || strings.ContainsAny(s, "/") {
-		return "", false
-	}
-	return formatRat(r), true
-}
-
-func formatRat(r *big.Rat) string {
-	if r.IsInt() {
-		return r.Num().String()
-	}
-	s := r.FloatString(40)
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
-}
-
 // sizeOf is DynamoDB's size(): the length of a string (in UTF-16 code
 // units, as DynamoDB Local counts: "é" is 1, an emoji 2), a binary, a set,
 // a list or a map. Numbers, booleans and nulls have none.
@@ -181,4 +162,26 @@ func typeName(v types.AttributeValue) string {
 		return "NULL"
 	}
 	return "?"
+}
+
+// longTypeName is the name DynamoDB gives a value's type in an ADD
+// operand's message.
+func longTypeName(v types.AttributeValue) string {
+	switch v.(type) {
+	case *types.AttributeValueMemberS:
+		return "STRING"
+	case *types.AttributeValueMemberN:
+		return "NUMBER"
+	case *types.AttributeValueMemberB:
+		return "BINARY"
+	case *types.AttributeValueMemberBOOL:
+		return "BOOLEAN"
+	case *types.AttributeValueMemberNULL:
+		return "NULL"
+	case *types.AttributeValueMemberL:
+		return "LIST"
+	case *types.AttributeValueMemberM:
+		return "MAP"
+	}
+	return typeName(v)
 }

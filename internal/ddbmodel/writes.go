@@ -24,9 +24,12 @@ type write struct {
 	tooLarge string
 }
 
-func (m *Model) prepare(tableName *string, key Item, condExpr *string, names map[string]string,
-	values map[string]types.AttributeValue) (*write, error) {
-	if err := checkNames(names); err != nil {
+func (m *Model) prepare(tableName *string, key Item, condExpr *string, p exprParams) (*write, error) {
+	if err := checkTableName(tableName); err != nil {
+		return nil, err
+	}
+	values, err := p.check()
+	if err != nil {
 		return nil, err
 	}
 	t, err := m.table(tableName)
@@ -37,12 +40,7 @@ func (m *Model) prepare(tableName *string, key Item, condExpr *string, names map
 	if err != nil {
 		return nil, err
 	}
-	if len(values) > 0 {
-		if values, err = checkItem(values); err != nil {
-			return nil, err
-		}
-	}
-	w := &write{t: t, key: k, keyAttr: kattr, ph: newPlaceholders(names, values), tooLarge: msgTooLarge}
+	w := &write{t: t, key: k, keyAttr: kattr, ph: newPlaceholders(p.names, values), tooLarge: msgTooLarge}
 	if condExpr != nil {
 		if w.cond, err = parseCondition(*condExpr, w.ph); err != nil {
 			return nil, err
@@ -71,7 +69,7 @@ func (w *write) commit(old Item) (Item, error) {
 		delete(w.t.items, w.key)
 		return nil, nil
 	}
-	n, tooLarge, err := normalizeItem(n)
+	n, tooLarge, err := normalizeItem(n, true)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +90,14 @@ func (m *Model) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...fun
 }
 
 func (m *Model) getItem(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
-	if in.ProjectionExpression != nil || len(in.AttributesToGet) > 0 {
+	if err := checkTableName(in.TableName); err != nil {
+		return nil, err
+	}
+	if in.ProjectionExpression != nil {
 		return nil, errUnsupported("projections")
+	}
+	if err := legacy(map[string]bool{"AttributesToGet": in.AttributesToGet != nil}); err != nil {
+		return nil, err
 	}
 	if len(in.ExpressionAttributeNames) > 0 {
 		return nil, validation("ExpressionAttributeNames can only be specified when using expressions")
@@ -120,6 +124,9 @@ func (m *Model) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...fun
 }
 
 func (m *Model) prepPut(tableName *string, item Item, condExpr *string, names map[string]string, values map[string]types.AttributeValue) (*write, error) {
+	if err := checkTableName(tableName); err != nil {
+		return nil, err
+	}
 	t, err := m.table(tableName)
 	if err != nil {
 		return nil, err
@@ -135,7 +142,7 @@ func (m *Model) prepPut(tableName *string, item Item, condExpr *string, names ma
 	if err != nil {
 		return nil, err
 	}
-	w, err := m.prepare(tableName, key, condExpr, names, values)
+	w, err := m.prepare(tableName, key, condExpr, exprParams{names: names, values: values, hasExpr: condExpr != nil, absent: "ConditionExpression is null"})
 	if err != nil {
 		return nil, err
 	}
@@ -144,38 +151,58 @@ func (m *Model) prepPut(tableName *string, item Item, condExpr *string, names ma
 }
 
 func (m *Model) putItem(in *dynamodb.PutItemInput, ch *[]Change) (*dynamodb.PutItemOutput, error) {
-	if in.ReturnValues != "" && in.ReturnValues != types.ReturnValueNone && in.ReturnValues != types.ReturnValueAllOld {
-		return nil, validation("ReturnValues can only be ALL_OLD or NONE")
+	if err := checkWrite("PutItem", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure, map[string]bool{
+		"Expected": in.Expected != nil, "ConditionalOperator": in.ConditionalOperator != ""}); err != nil {
+		return nil, err
 	}
 	w, err := m.prepPut(in.TableName, in.Item, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	if err != nil {
 		return nil, err
 	}
-	return runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure, func(old, _ Item) *dynamodb.PutItemOutput {
-		out := &dynamodb.PutItemOutput{}
-		if in.ReturnValues == types.ReturnValueAllOld {
-			out.Attributes = cloneItem(old)
-		}
-		return out
-	})
-}
-
-func runWrite[O any](w *write, ch *[]Change, rv types.ReturnValuesOnConditionCheckFailure, out func(old, next Item) *O) (*O, error) {
-	old := w.t.items[w.key]
-	ok, err := w.check()
+	old, _, err := m.runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
+	}
+	out := &dynamodb.PutItemOutput{}
+	if in.ReturnValues == types.ReturnValueAllOld {
+		out.Attributes = cloneItem(old)
+	}
+	return out, nil
+}
+
+// checkWrite validates what a single-item write has besides its item and
+// expressions: its return values, and no legacy parameters.
+func checkWrite(op string, rv types.ReturnValue, rvf types.ReturnValuesOnConditionCheckFailure, legacyParams map[string]bool) error {
+	if err := legacy(legacyParams); err != nil {
+		return err
+	}
+	if err := checkReturnValues(op, rv); err != nil {
+		return err
+	}
+	return checkReturnOnFailure("returnValuesOnConditionCheckFailure", rvf)
+}
+
+// runWrite applies a single-item write: refused while a transaction holds
+// the item, else conditioned.
+func (m *Model) runWrite(w *write, ch *[]Change, rv types.ReturnValuesOnConditionCheckFailure) (old, next Item, err error) {
+	if m.inTx[heldKey(w)] != nil {
+		return nil, nil, TransactionConflict()
+	}
+	old = w.t.items[w.key]
+	ok, err := w.check()
+	if err != nil {
+		return nil, nil, err
 	}
 	if !ok {
 		*ch = append(*ch, Change{Table: w.t.name, Key: w.key, Before: old, After: old})
-		return nil, conditionFailed(old, rv)
+		return nil, nil, conditionFailed(old, rv)
 	}
-	next, err := w.commit(old)
+	next, err = w.commit(old)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	*ch = append(*ch, Change{Table: w.t.name, Key: w.key, Before: old, After: next})
-	return out(old, next), nil
+	return old, next, nil
 }
 
 // UpdateItem updates (or creates) one item, optionally conditioned.
@@ -189,16 +216,18 @@ func (m *Model) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ 
 }
 
 func (m *Model) prepUpdate(tableName *string, key Item, updExpr, condExpr *string, names map[string]string, values map[string]types.AttributeValue) (*write, error) {
-	w, err := m.prepare(tableName, key, condExpr, names, values)
+	w, err := m.prepare(tableName, key, condExpr, exprParams{names: names, values: values, hasExpr: condExpr != nil || updExpr != nil,
+		absent: "UpdateExpression and ConditionExpression are null"})
 	if err != nil {
 		return nil, err
 	}
-	if updExpr == nil {
-		return nil, errUnsupported("UpdateItem without an UpdateExpression")
-	}
-	u, err := parseUpdate(*updExpr, w.ph)
-	if err != nil {
-		return nil, err
+	// Without an update expression the item is created with its key alone
+	// if it is missing, and left as it is otherwise.
+	u := &update{}
+	if updExpr != nil {
+		if u, err = parseUpdate(*updExpr, w.ph); err != nil {
+			return nil, err
+		}
 	}
 	if err := w.ph.checkAllUsed(); err != nil {
 		return nil, err
@@ -217,24 +246,30 @@ func (m *Model) prepUpdate(tableName *string, key Item, updExpr, condExpr *strin
 }
 
 func (m *Model) updateItem(in *dynamodb.UpdateItemInput, ch *[]Change) (*dynamodb.UpdateItemOutput, error) {
+	if err := checkWrite("UpdateItem", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure, map[string]bool{
+		"Expected": in.Expected != nil, "AttributeUpdates": in.AttributeUpdates != nil, "ConditionalOperator": in.ConditionalOperator != ""}); err != nil {
+		return nil, err
+	}
 	w, err := m.prepUpdate(in.TableName, in.Key, in.UpdateExpression, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	if err != nil {
 		return nil, err
 	}
-	return runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure, func(old, next Item) *dynamodb.UpdateItemOutput {
-		out := &dynamodb.UpdateItemOutput{}
-		switch in.ReturnValues {
-		case types.ReturnValueAllNew:
-			out.Attributes = cloneItem(next)
-		case types.ReturnValueAllOld:
-			out.Attributes = cloneItem(old)
-		case types.ReturnValueUpdatedNew:
-			out.Attributes = w.upd.updated(next)
-		case types.ReturnValueUpdatedOld:
-			out.Attributes = w.upd.updated(old)
-		}
-		return out
-	})
+	old, next, err := m.runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure)
+	if err != nil {
+		return nil, err
+	}
+	out := &dynamodb.UpdateItemOutput{}
+	switch in.ReturnValues {
+	case types.ReturnValueAllNew:
+		out.Attributes = cloneItem(next)
+	case types.ReturnValueAllOld:
+		out.Attributes = cloneItem(old)
+	case types.ReturnValueUpdatedNew:
+		out.Attributes = w.upd.updated(next)
+	case types.ReturnValueUpdatedOld:
+		out.Attributes = w.upd.updated(old)
+	}
+	return out, nil
 }
 
 // DeleteItem deletes one item, optionally conditioned.
@@ -248,7 +283,7 @@ func (m *Model) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ 
 }
 
 func (m *Model) prepDelete(tableName *string, key Item, condExpr *string, names map[string]string, values map[string]types.AttributeValue) (*write, error) {
-	w, err := m.prepare(tableName, key, condExpr, names, values)
+	w, err := m.prepare(tableName, key, condExpr, exprParams{names: names, values: values, hasExpr: condExpr != nil, absent: "ConditionExpression is null"})
 	if err != nil {
 		return nil, err
 	}
@@ -257,20 +292,23 @@ func (m *Model) prepDelete(tableName *string, key Item, condExpr *string, names 
 }
 
 func (m *Model) deleteItem(in *dynamodb.DeleteItemInput, ch *[]Change) (*dynamodb.DeleteItemOutput, error) {
-	if in.ReturnValues != "" && in.ReturnValues != types.ReturnValueNone && in.ReturnValues != types.ReturnValueAllOld {
-		return nil, validation("ReturnValues can only be ALL_OLD or NONE")
+	if err := checkWrite("DeleteItem", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure, map[string]bool{
+		"Expected": in.Expected != nil, "ConditionalOperator": in.ConditionalOperator != ""}); err != nil {
+		return nil, err
 	}
 	w, err := m.prepDelete(in.TableName, in.Key, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	if err != nil {
 		return nil, err
 	}
-	return runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure, func(old, _ Item) *dynamodb.DeleteItemOutput {
-		out := &dynamodb.DeleteItemOutput{}
-		if in.ReturnValues == types.ReturnValueAllOld {
-			out.Attributes = cloneItem(old)
-		}
-		return out
-	})
+	old, _, err := m.runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure)
+	if err != nil {
+		return nil, err
+	}
+	out := &dynamodb.DeleteItemOutput{}
+	if in.ReturnValues == types.ReturnValueAllOld {
+		out.Attributes = cloneItem(old)
+	}
+	return out, nil
 }
 
 // ---- transactions ----

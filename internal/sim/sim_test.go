@@ -288,6 +288,7 @@ func simulate(seed uint64, dur time.Duration) *world {
 		TableName:            aws.String(w.dataTable),
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("key"), KeyType: types.KeyTypeHash}},
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("key"), AttributeType: types.ScalarAttributeTypeS}},
+		BillingMode:          types.BillingModePayPerRequest,
 	}); err != nil {
 		panic(err)
 	}
