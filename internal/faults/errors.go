@@ -85,7 +85,9 @@ func apiError(op, requestID string, status int, err error) error {
 // answers it with k, wrapped as [APIError] wraps (the same typed error the
 // SDK decodes from the response [ServiceErrors] injects: a
 // *types.ProvisionedThroughputExceededException for
-// ProvisionedThroughputExceeded, ...). Nothing was applied.
+// ProvisionedThroughputExceeded, a *types.TransactionConflictException for
+// TransactionConflict, ...). Nothing was applied. (For a TransactWriteItems
+// meeting a transaction, wrap the model's cancellation with [APIError].)
 func ServiceError(op string, k Kind) error {
 	msg := aws.String("injected by faults")
 	var err error
@@ -96,6 +98,8 @@ func ServiceError(op string, k Kind) error {
 		err = &types.ProvisionedThroughputExceededException{Message: msg}
 	case InternalServerError:
 		err = &types.InternalServerError{Message: msg}
+	case TransactionConflict:
+		err = &types.TransactionConflictException{Message: aws.String(msgConflict)}
 	default:
 		_, code := k.response()
 		err = &smithy.GenericAPIError{Code: code, Message: *msg}

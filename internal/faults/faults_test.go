@@ -180,7 +180,7 @@ func TestErrorsLookLikeTheSDKs(t *testing.T) {
 		t.Errorf("RefusedConnection: %s\nthe SDK's error (%v): %s", got, sdkErr, want)
 	}
 	srv, _ := fakeDynamoDB(t)
-	for _, k := range []faults.Kind{faults.Throttle, faults.ProvisionedThroughputExceeded, faults.InternalServerError, faults.ServiceUnavailable} {
+	for _, k := range []faults.Kind{faults.Throttle, faults.ProvisionedThroughputExceeded, faults.InternalServerError, faults.ServiceUnavailable, faults.TransactionConflict} {
 		se := &faults.ServiceErrors{Rate: 1, Kinds: []faults.Kind{k}}
 		sdkErr := getItem(context.Background(), client(srv.URL, faults.Inject(se), faults.Timeouts(time.Second, 1, time.Millisecond)))
 		if got, want := shape(faults.ServiceError("GetItem", k)), shape(sdkErr); got != want {
@@ -197,8 +197,11 @@ func typed(err error) string {
 	var te *types.ThrottlingException
 	var pe *types.ProvisionedThroughputExceededException
 	var ie *types.InternalServerError
+	var tc *types.TransactionConflictException
 	var ge *smithy.GenericAPIError
 	switch {
+	case errors.As(err, &tc):
+		return "TransactionConflictException"
 	case errors.As(err, &te):
 		return "ThrottlingException"
 	case errors.As(err, &pe):
@@ -209,6 +212,53 @@ func typed(err error) string {
 		return "GenericAPIError " + ge.Code
 	}
 	return fmt.Sprintf("%T", err)
+}
+
+// TransactionConflict is answered as DynamoDB answers a write of an item in
+// a transaction in progress, and the SDK does not retry it: a plain write
+// gets a *types.TransactionConflictException, a transaction a
+// *types.TransactionCanceledException whose first member's reason is
+// TransactionConflict; both HTTP 400, after one attempt of the three the
+// client allows.
+func TestTransactionConflictIsNotRetried(t *testing.T) {
+	srv, requests := fakeDynamoDB(t)
+	ctx := context.Background()
+	se := &faults.ServiceErrors{Rate: 1, Kinds: []faults.Kind{faults.TransactionConflict}}
+	db := client(srv.URL, faults.Inject(se), faults.Timeouts(time.Second, 3, time.Millisecond))
+	key := map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: "k"}}
+	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"), Item: key})
+	var tce *types.TransactionConflictException
+	if !errors.As(err, &tce) || httpStatus(err) != 400 || tce.ErrorMessage() != "Transaction is ongoing for the item" {
+		t.Fatalf("PutItem: %v (status %d); want a TransactionConflictException, HTTP 400", err, httpStatus(err))
+	}
+	if attempts, _ := se.Counts(); attempts != 1 {
+		t.Errorf("PutItem: %d attempts; the SDK must not retry a TransactionConflictException", attempts)
+	}
+	cc := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String("t"), Key: key, ConditionExpression: aws.String("attribute_exists(#k)"),
+		ExpressionAttributeNames: map[string]string{"#k": "key"}}}
+	put := types.TransactWriteItem{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: "j"}}}}
+	_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{cc, put, put}})
+	var cancelled *types.TransactionCanceledException
+	if !errors.As(err, &cancelled) || httpStatus(err) != 400 {
+		t.Fatalf("TransactWriteItems: %v; want a TransactionCanceledException, HTTP 400", err)
+	}
+	var codes []string
+	for _, r := range cancelled.CancellationReasons {
+		codes = append(codes, aws.ToString(r.Code))
+	}
+	if !slices.Equal(codes, []string{"TransactionConflict", "None", "None"}) ||
+		aws.ToString(cancelled.CancellationReasons[0].Message) != "Transaction is ongoing for the item" {
+		t.Errorf("reasons %v; want [TransactionConflict None None], the first with DynamoDB's message", codes)
+	}
+	if attempts, _ := se.Counts(); attempts != 2 {
+		t.Errorf("%d attempts in all; want one per call", attempts)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests reached the server; want none", n)
+	}
+	if k, err := faults.ParseKind("transaction-conflict"); err != nil || k != faults.TransactionConflict {
+		t.Errorf("ParseKind(transaction-conflict) = %v, %v", k, err)
+	}
 }
 
 func TestServiceErrorsEvery(t *testing.T) {

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -30,8 +31,18 @@ const (
 	InternalServerError
 	// ServiceUnavailable is HTTP 503 ServiceUnavailable.
 	ServiceUnavailable
+	// TransactionConflict is DynamoDB's answer to a write of an item that a
+	// transaction in progress includes (which DynamoDB Local never gives):
+	// HTTP 400 TransactionConflictException for PutItem, UpdateItem and
+	// DeleteItem, which the SDK does not retry; for TransactWriteItems, HTTP
+	// 400 TransactionCanceledException with the reason TransactionConflict
+	// for its first member and None for the others. Nothing is applied.
+	TransactionConflict
 	numKinds
 )
+
+// msgConflict is DynamoDB's message for an item in a transaction.
+const msgConflict = "Transaction is ongoing for the item"
 
 func (k Kind) String() string {
 	switch k {
@@ -43,12 +54,14 @@ func (k Kind) String() string {
 		return "500"
 	case ServiceUnavailable:
 		return "503"
+	case TransactionConflict:
+		return "transaction-conflict"
 	}
 	return "kind" + strconv.Itoa(int(k))
 }
 
 // ParseKind reads the names String returns ("throttling",
-// "throughput-exceeded", "500", "503").
+// "throughput-exceeded", "500", "503", "transaction-conflict").
 func ParseKind(s string) (Kind, error) {
 	for k := range numKinds {
 		if k.String() == s {
@@ -66,6 +79,8 @@ func (k Kind) response() (status int, code string) {
 		return 400, "ProvisionedThroughputExceededException"
 	case InternalServerError:
 		return 500, "InternalServerError"
+	case TransactionConflict:
+		return 400, "TransactionConflictException"
 	default:
 		return 503, "ServiceUnavailable"
 	}
@@ -170,7 +185,46 @@ func (s *ServiceErrors) handle(ctx context.Context, in middleware.DeserializeInp
 		md = m
 	}
 	s.injected[kind].Add(1)
+	if kind == TransactionConflict && awsmiddleware.GetOperationName(ctx) == "TransactWriteItems" {
+		return middleware.DeserializeOutput{RawResponse: cancelledResponse(members(in.Request))}, md, nil
+	}
 	return middleware.DeserializeOutput{RawResponse: errorResponse(kind)}, md, nil
+}
+
+// members counts the members of a TransactWriteItems request (1 when the
+// body cannot be read), leaving the body to be sent.
+func members(req any) int {
+	r, ok := req.(*smithyhttp.Request)
+	if !ok {
+		return 1
+	}
+	body := r.GetStream()
+	if body == nil {
+		return 1
+	}
+	var in struct{ TransactItems []json.RawMessage }
+	err := json.NewDecoder(body).Decode(&in)
+	if rerr := r.RewindStream(); rerr != nil || err != nil || len(in.TransactItems) == 0 {
+		return 1
+	}
+	return len(in.TransactItems)
+}
+
+// cancelledResponse is DynamoDB's answer to a transaction of n members
+// whose first one meets another transaction in progress.
+func cancelledResponse(n int) *smithyhttp.Response {
+	codes := make([]string, n)
+	reasons := make([]map[string]string, n)
+	for i := range reasons {
+		codes[i], reasons[i] = "None", map[string]string{"Code": "None"}
+	}
+	codes[0], reasons[0] = "TransactionConflict", map[string]string{"Code": "TransactionConflict", "Message": msgConflict}
+	body, _ := json.Marshal(map[string]any{
+		"__type":              "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+		"message":             "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
+		"CancellationReasons": reasons,
+	})
+	return jsonResponse(400, string(body))
 }
 
 // fails decides whether this attempt of an operation it applies to fails.
@@ -196,7 +250,14 @@ func (s *ServiceErrors) applies(op string) bool {
 
 func errorResponse(k Kind) *smithyhttp.Response {
 	status, code := k.response()
-	body := `{"__type":"com.amazonaws.dynamodb.v20120810#` + code + `","message":"injected by faults.ServiceErrors"}`
+	msg := "injected by faults.ServiceErrors"
+	if k == TransactionConflict {
+		msg = msgConflict
+	}
+	return jsonResponse(status, `{"__type":"com.amazonaws.dynamodb.v20120810#`+code+`","message":"`+msg+`"}`)
+}
+
+func jsonResponse(status int, body string) *smithyhttp.Response {
 	h := http.Header{}
 	h.Set("Content-Type", "application/x-amz-json-1.0")
 	h.Set("X-Amzn-Requestid", "faults-injected")
