@@ -21,11 +21,13 @@ import (
 // Scan and UpdateTimeToLive (and DescribeTimeToLive). The optFns arguments
 // are accepted and ignored.
 //
-// A Conn behaves as an SDK client whose retryer makes one attempt: every
-// failure, injected or not, reaches the caller, and errors are wrapped as
-// the SDK wraps them (an *smithy.OperationError around the typed error, so
-// errors.As to *types.ConditionalCheckFailedException and the like works
-// as with the SDK).
+// A Conn behaves as an SDK client whose retryer makes one attempt (but
+// for [Conn.LoseAnswersAndRetry], which makes the SDK's retry of a write
+// whose answer was lost): every failure, injected or not, reaches the
+// caller, and errors are wrapped as the SDK wraps them (an
+// *smithy.OperationError around the typed error, so errors.As to
+// *types.ConditionalCheckFailedException and the like works as with the
+// SDK).
 //
 // Faults apply to the Conn's later requests until [Conn.Heal]. It is safe
 // for concurrent use, and starts no goroutine and no timer of its own: only
@@ -37,8 +39,11 @@ type Conn struct {
 	mu          sync.Mutex
 	partitioned bool
 	lose        int           // writes whose answers to lose
+	retry       int           // writes whose answers to lose, then send again
 	throttle    int           // requests to throttle
+	conflicts   int           // writes that meet a transaction in progress
 	delay       time.Duration // wait before each request reaches the DB
+	hold        time.Duration // between a transaction's two steps
 	calls       map[string]int
 }
 
@@ -65,10 +70,11 @@ func (c *Conn) Partition() {
 }
 
 // Heal ends every fault of the connection: the partition, answers still to
-// be lost, throttles still to come, and the delay.
+// be lost (and retries), throttles and conflicts still to come, the delay
+// and the hold of transactions.
 func (c *Conn) Heal() {
 	c.mu.Lock()
-	c.partitioned, c.lose, c.throttle, c.delay = false, 0, 0, 0
+	c.partitioned, c.lose, c.retry, c.throttle, c.conflicts, c.delay, c.hold = false, 0, 0, 0, 0, 0, 0
 	c.mu.Unlock()
 }
 
@@ -82,6 +88,59 @@ func (c *Conn) Heal() {
 func (c *Conn) LoseAnswers(n int) {
 	c.mu.Lock()
 	c.lose = addFault(c.lose, n)
+	c.mu.Unlock()
+}
+
+// LoseAnswersAndRetry makes the next n writes (PutItem, UpdateItem,
+// DeleteItem, TransactWriteItems) land in the DB, lose their answer, and be
+// sent again at once, as the SDK retries a request whose connection was
+// reset before the answer came: the caller gets the second attempt's
+// answer, as in production. That attempt meets what the first one did: a
+// conditional write fails its condition (a
+// *types.ConditionalCheckFailedException carrying the item the first
+// attempt wrote, when the request asked for ALL_OLD), an unconditional
+// UpdateItem is applied twice, and a TransactWriteItems, which carries one
+// ClientRequestToken in both attempts, succeeds without applying again.
+// [Conn.Calls] counts the call once. n adds to any retries still to come;
+// n <= 0 cancels them.
+//
+// This is the failure [Conn.LoseAnswers] cannot show: there the caller
+// sees the lost answer; here it sees a plausible answer that is about its
+// own earlier attempt.
+func (c *Conn) LoseAnswersAndRetry(n int) {
+	c.mu.Lock()
+	c.retry = addFault(c.retry, n)
+	c.mu.Unlock()
+}
+
+// TransactionConflicts makes the next n writes meet a transaction in
+// progress on their item, as when another client's TransactWriteItems
+// includes it: a PutItem, UpdateItem or DeleteItem fails with a
+// *types.TransactionConflictException (HTTP 400), a TransactWriteItems with
+// a *types.TransactionCanceledException whose reason for its first member
+// is "TransactionConflict" ("None" for the others). Nothing is applied, and
+// the SDK does not retry either error: the write did not happen, and
+// trying it again may succeed. DynamoDB Local never answers so. Reads are
+// not affected (DynamoDB serves a read beside a transaction). n adds to
+// any conflicts still to come; n <= 0 cancels them.
+func (c *Conn) TransactionConflicts(n int) {
+	c.mu.Lock()
+	c.conflicts = addFault(c.conflicts, n)
+	c.mu.Unlock()
+}
+
+// HoldTransactions makes the connection's later TransactWriteItems calls
+// take effect in two steps d apart, as DynamoDB's transactions do: the
+// first checks the conditions and puts the items in the transaction, the
+// second, d later, writes them. Meanwhile a write of one of those items
+// through any connection fails as [Conn.TransactionConflicts] describes,
+// and a read sees the items as they were. The caller waits d (on its own
+// clock: virtual time in a testing/synctest bubble) whatever its context
+// does, since a transaction DynamoDB has begun completes. HoldTransactions(0)
+// or [Conn.Heal] makes them take effect at once again.
+func (c *Conn) HoldTransactions(d time.Duration) {
+	c.mu.Lock()
+	c.hold = max(d, 0)
 	c.mu.Unlock()
 }
 
@@ -115,7 +174,8 @@ func (c *Conn) Delay(d time.Duration) {
 
 // Calls returns how many requests of each operation ("GetItem",
 // "UpdateItem", "TransactWriteItems", ...) the connection received so far,
-// those that failed included (injected faults too).
+// those that failed included (injected faults too); a call is counted
+// once, whatever the attempts it makes.
 func (c *Conn) Calls() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -148,8 +208,9 @@ func (c *Conn) before(op string) (time.Duration, error) {
 }
 
 // arrive decides the fate of a request that reached the DB after its
-// delay: cut off by a partition that started meanwhile, or throttled.
-func (c *Conn) arrive(op string) error {
+// delay: cut off by a partition that started meanwhile, throttled, or (a
+// write, whose answer to a conflict is conflict) meeting a transaction.
+func (c *Conn) arrive(op string, conflict error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -158,24 +219,36 @@ func (c *Conn) arrive(op string) error {
 	case c.throttle > 0:
 		c.throttle--
 		return faults.ServiceError(op, faults.ProvisionedThroughputExceeded)
+	case c.conflicts > 0 && conflict != nil:
+		c.conflicts--
+		return faults.APIError(op, "dynamolocktest-"+c.name, conflict)
 	}
 	return nil
 }
 
-// loseAnswer reports whether the answer to a write that landed is lost.
-func (c *Conn) loseAnswer() bool {
+// take consumes one of the faults counted by *n, if any is left.
+func (c *Conn) take(n *int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lose > 0 {
-		c.lose--
+	if *n > 0 {
+		*n--
 		return true
 	}
 	return false
 }
 
+// holdFor is how long the connection holds a transaction open.
+func (c *Conn) holdFor() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hold
+}
+
 // do runs one request of op through the connection's faults; apply sends
-// it to the DB.
-func do[In, Out any](c *Conn, ctx context.Context, op string, write bool, in In, apply func(context.Context, In, ...func(*dynamodb.Options)) (*Out, error)) (*Out, error) {
+// it to the DB. A write's conflict is DynamoDB's answer to it when it meets
+// a transaction in progress (nil when it cannot: a read, an empty
+// transaction).
+func do[In, Out any](c *Conn, ctx context.Context, op string, write bool, conflict error, in In, apply func(context.Context, In, ...func(*dynamodb.Options)) (*Out, error)) (*Out, error) {
 	d, err := c.before(op)
 	if err != nil {
 		return nil, err
@@ -192,11 +265,16 @@ func do[In, Out any](c *Conn, ctx context.Context, op string, write bool, in In,
 			return nil, faults.Canceled(op, ctx.Err())
 		}
 	}
-	if err := c.arrive(op); err != nil {
+	if err := c.arrive(op, conflict); err != nil {
 		return nil, err
 	}
 	out, err := apply(context.WithoutCancel(ctx), in)
-	if write && c.loseAnswer() {
+	if write && c.take(&c.retry) {
+		// The first attempt's answer is lost; the SDK sends the request
+		// again, and the caller gets that attempt's answer.
+		out, err = apply(context.WithoutCancel(ctx), in)
+	}
+	if write && c.take(&c.lose) {
 		return nil, faults.LostConnection(op)
 	}
 	if err != nil {
@@ -208,28 +286,30 @@ func do[In, Out any](c *Conn, ctx context.Context, op string, write bool, in In,
 // GetItem reads an item. ConsistentRead makes no difference: every read of
 // the DB is strongly consistent.
 func (c *Conn) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return do(c, ctx, "GetItem", false, in, c.model().GetItem)
+	return do(c, ctx, "GetItem", false, nil, in, c.model().GetItem)
 }
 
 // PutItem writes an item.
 func (c *Conn) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return do(c, ctx, "PutItem", true, in, c.model().PutItem)
+	return do(c, ctx, "PutItem", true, ddbmodel.TransactionConflict(), in, c.model().PutItem)
 }
 
 // UpdateItem updates an item.
 func (c *Conn) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return do(c, ctx, "UpdateItem", true, in, c.model().UpdateItem)
+	return do(c, ctx, "UpdateItem", true, ddbmodel.TransactionConflict(), in, c.model().UpdateItem)
 }
 
 // DeleteItem deletes an item.
 func (c *Conn) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	return do(c, ctx, "DeleteItem", true, in, c.model().DeleteItem)
+	return do(c, ctx, "DeleteItem", true, ddbmodel.TransactionConflict(), in, c.model().DeleteItem)
 }
 
 // TransactWriteItems applies a transaction, all of it or nothing. A call
 // without a ClientRequestToken gets a fresh one, as the SDK fills one in:
 // a second call is a new transaction, while a call repeating a token that
-// already committed succeeds without applying again.
+// committed within the last ten minutes succeeds without applying again
+// (or fails with an IdempotentParameterMismatchException when the rest of
+// the request differs), as DynamoDB does.
 func (c *Conn) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	m := c.model()
 	if in.ClientRequestToken == nil {
@@ -237,37 +317,52 @@ func (c *Conn) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWrit
 		cp.ClientRequestToken = aws.String(c.db.nextToken())
 		in = &cp
 	}
-	return do(c, ctx, "TransactWriteItems", true, in, m.TransactWriteItems)
+	apply := m.TransactWriteItems
+	if d := c.holdFor(); d > 0 {
+		apply = func(ctx context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+			tx, err := m.PrepareTransactWriteItems(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			time.Sleep(d)
+			return tx.Commit()
+		}
+	}
+	var conflict error
+	if n := len(in.TransactItems); n > 0 {
+		conflict = ddbmodel.CancelledByConflict(n, 0)
+	}
+	return do(c, ctx, "TransactWriteItems", true, conflict, in, apply)
 }
 
 // Query reads the items of one partition key.
 func (c *Conn) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	return do(c, ctx, "Query", false, in, c.model().Query)
+	return do(c, ctx, "Query", false, nil, in, c.model().Query)
 }
 
 // Scan reads every item of a table, a page at a time.
 func (c *Conn) Scan(ctx context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	return do(c, ctx, "Scan", false, in, c.model().Scan)
+	return do(c, ctx, "Scan", false, nil, in, c.model().Scan)
 }
 
 // CreateTable creates a table; it is ACTIVE at once.
 func (c *Conn) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	return do(c, ctx, "CreateTable", false, in, c.model().CreateTable)
+	return do(c, ctx, "CreateTable", false, nil, in, c.model().CreateTable)
 }
 
 // DescribeTable describes a table.
 func (c *Conn) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	return do(c, ctx, "DescribeTable", false, in, c.model().DescribeTable)
+	return do(c, ctx, "DescribeTable", false, nil, in, c.model().DescribeTable)
 }
 
 // UpdateTimeToLive enables or disables TTL on a table. The setting is
 // kept; no expired item is ever deleted (DynamoDB deletes them in the
 // background, within days, so a test must not wait for it either).
 func (c *Conn) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
-	return do(c, ctx, "UpdateTimeToLive", false, in, c.model().UpdateTimeToLive)
+	return do(c, ctx, "UpdateTimeToLive", false, nil, in, c.model().UpdateTimeToLive)
 }
 
 // DescribeTimeToLive describes a table's TTL setting.
 func (c *Conn) DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error) {
-	return do(c, ctx, "DescribeTimeToLive", false, in, c.model().DescribeTimeToLive)
+	return do(c, ctx, "DescribeTimeToLive", false, nil, in, c.model().DescribeTimeToLive)
 }

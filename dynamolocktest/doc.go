@@ -28,14 +28,24 @@
 //   - [Conn.Partition] / [Conn.Heal]: every request fails as when
 //     DynamoDB's endpoint is unreachable.
 //   - [Conn.LoseAnswers]: the next writes land, their answers are lost.
+//   - [Conn.LoseAnswersAndRetry]: the next writes land, their answers are
+//     lost, and the SDK's retry meets what they did (a conditional write
+//     fails its condition against its own first attempt).
 //   - [Conn.Throttle]: the next requests are throttled, not applied.
+//   - [Conn.TransactionConflicts]: the next writes meet a transaction in
+//     progress on their item (TransactionConflictException, or a
+//     transaction cancelled with the reason TransactionConflict).
+//   - [Conn.HoldTransactions]: the connection's transactions take effect
+//     in two steps, so that other connections' writes meet them.
 //   - [Conn.Delay]: every request waits before it reaches the DB.
 //
 // Each fails a request with the error the AWS SDK returns for the same
 // failure, so the lock library (and your code) handles it as it would in
 // production: a partitioned host's lock is lost when its lease runs out
 // (Done closes), and another host takes it over with a higher fencing
-// token.
+// token. Some of them DynamoDB Local never produces (a transaction
+// conflict, the retry of a write whose answer was lost): the fake is the
+// place to test them.
 //
 // # Assertions
 //
@@ -101,10 +111,19 @@
 // PutItem, UpdateItem, DeleteItem, TransactWriteItems, Query, Scan,
 // UpdateTimeToLive, DescribeTimeToLive), and is checked, request by
 // request, against Amazon DynamoDB Local by a differential test in the
-// library's test suite. A request shape it does not implement (a list
-// element in an expression, a secondary index) fails with a
+// library's test suite. It answers as the DynamoDB service does: what the
+// service refuses it refuses, with the service's ValidationException
+// (reserved words as plain attribute names, an empty
+// ExpressionAttributeValues map, numbers past 38 digits or DynamoDB's
+// range, ADD of a string, items past 400 KB or nested past 32 levels,
+// expressions past DynamoDB's quotas, ...), a ClientRequestToken reused
+// within ten minutes for another request fails with an
+// IdempotentParameterMismatchException, and where DynamoDB Local departs
+// from the service's documentation the DB follows the documentation. A
+// request shape it does not implement (a list element in an expression, a
+// secondary index, a legacy parameter such as Expected) fails with a
 // ValidationException whose message starts "ddbmodel: unsupported", never
-// with a success. It does not model capacity,
-// throttling other than [Conn.Throttle], TTL deletion, DeleteTable,
-// secondary indexes, streams, or global tables.
+// with a success. It does not model capacity, throttling other than
+// [Conn.Throttle], TTL deletion, DeleteTable, secondary indexes, streams,
+// or global tables.
 package dynamolocktest

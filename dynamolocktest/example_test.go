@@ -150,3 +150,46 @@ func Example_guardedWrite() {
 	// worker 2's write: <nil>
 	// order-7: shipped by worker 2
 }
+
+// In production a write can land while its answer is lost; the SDK then
+// sends it again, and the retry meets what the first attempt did. Code
+// that creates an item "if absent" must read the condition failure's item
+// to tell its own first attempt from another writer.
+func ExampleConn_LoseAnswersAndRetry() {
+	ctx := context.Background()
+	db := dynamolocktest.New()
+	conn := db.Conn()
+	if _, err := conn.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String("orders"),
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		BillingMode:          types.BillingModePayPerRequest,
+	}); err != nil {
+		panic(err)
+	}
+	createOrder := func(id, requestID string) error {
+		_, err := conn.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String("orders"),
+			Item: map[string]types.AttributeValue{
+				"id":      &types.AttributeValueMemberS{Value: id},
+				"request": &types.AttributeValueMemberS{Value: requestID},
+			},
+			ConditionExpression:                 aws.String("attribute_not_exists(id)"),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) && ccf.Item["request"].(*types.AttributeValueMemberS).Value == requestID {
+			return nil // the item is this request's own first attempt
+		}
+		return err
+	}
+
+	conn.LoseAnswersAndRetry(1)
+	fmt.Println("first request:", createOrder("order-7", "req-1"))
+	fmt.Println("another request:", createOrder("order-7", "req-2") != nil)
+	fmt.Println("items:", len(db.Items("orders")))
+	// Output:
+	// first request: <nil>
+	// another request: true
+	// items: 1
+}
