@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -123,15 +124,38 @@ func (w *world) hook(e ddbmodel.Event) {
 		}
 		desc = append(desc, fmt.Sprintf("%s: %s", w.pkOf(ch.Key), showItem(ch.After)))
 	}
-	if in, ok := e.Input.(*dynamodb.GetItemInput); ok {
+	switch in := e.Input.(type) {
+	case *dynamodb.GetItemInput:
 		desc = append(desc, itemS(in.Key, w.pkName))
+	case *dynamodb.UpdateItemInput:
+		if len(e.Changes) == 0 {
+			desc = append(desc, itemS(in.Key, w.pkName))
+		}
+	case *dynamodb.DeleteItemInput:
+		if len(e.Changes) == 0 {
+			desc = append(desc, itemS(in.Key, w.pkName))
+		}
 	}
 	w.tracef("#%d %s %s %s -> %s", e.Seq, caller, e.Op, strings.Join(desc, "; "), outcome)
+	if caller == phantomCaller {
+		return // another application's transaction: it changes no item
+	}
+	w.countConflict(e)
 	// 9. The library never sends a request DynamoDB rejects as invalid
-	// (a limit exceeded: IN operands, expression or key sizes, ...).
+	// (a limit exceeded: IN operands, expression or key sizes, ...), nor
+	// a transaction member DynamoDB cannot apply (a ValidationError
+	// reason).
 	var ae smithy.APIError
 	if errors.As(e.Err, &ae) && ae.ErrorCode() == "ValidationException" && caller != "foreign" {
 		w.violate(9, "%s's %s was rejected: %s", caller, e.Op, ae.ErrorMessage())
+	}
+	var invalidMember *types.TransactionCanceledException
+	if errors.As(e.Err, &invalidMember) && caller != "foreign" {
+		for i, r := range invalidMember.CancellationReasons {
+			if aws.ToString(r.Code) == "ValidationError" {
+				w.violate(9, "%s's %s was cancelled: member %d: %s", caller, e.Op, i, aws.ToString(r.Message))
+			}
+		}
 	}
 
 	for _, ch := range e.Changes {

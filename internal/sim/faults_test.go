@@ -47,6 +47,7 @@ type faultyDB struct {
 	// the lock client uses the real SDK client over this faultyDB's
 	// transport and prof is zero.
 	attempt attemptProfile
+	conf    conflictProfile // transactions held open, writes meeting transactions (conflicts_test.go)
 	mu      sync.Mutex
 	r       *rand.Rand
 	stall   time.Time // every call waits until then (a stalled client)
@@ -195,8 +196,13 @@ func do[O any](f *faultyDB, ctx context.Context, op string, in any, apply func(c
 		}
 		return nil, &smithy.GenericAPIError{Code: "InternalServerError", Message: "sim: 500", Fault: smithy.FaultServer}
 	}
-	out, err := apply(mctx)
-	if !healed && f.roll(f.prof.dup) {
+	out, err, met := meeting(f, in, func() (*O, error) { return apply(mctx) })
+	if met {
+		f.w.faulted(ctx, false)
+	}
+	// The SDK does not retry a TransactionConflictException or a
+	// cancelled transaction: no duplicate after a conflict.
+	if !healed && !met && f.roll(f.prof.dup) {
 		f.w.log("%s %s: the SDK retries a request that landed", f.name, op)
 		f.w.faulted(ctx, false)
 		if mayBlock(in) {
@@ -268,7 +274,8 @@ func (f *faultyDB) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 		f.mu.Unlock()
 		in = &cp
 	}
+	key := f.name + " TransactWriteItems " + reqKey(in)
 	return do(f, ctx, "TransactWriteItems", in, func(c context.Context) (*dynamodb.TransactWriteItemsOutput, error) {
-		return f.model.TransactWriteItems(c, in)
+		return f.transact(c, in, key)
 	})
 }

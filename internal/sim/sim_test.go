@@ -44,6 +44,7 @@ var (
 // totals across seeds, for the summary line.
 type totals struct {
 	seeds, ops, violations, clientSeconds atomic.Int64
+	met                                   conflictCounts // transaction conflicts the clients met (conflicts_test.go)
 }
 
 // TestSimulation runs seeds of the simulation: in each, inside a synctest
@@ -62,9 +63,9 @@ func TestSimulation(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		line := fmt.Sprintf("simulated %d seeds, %d operations: %d violations", tot.seeds.Load(), tot.ops.Load(), tot.violations.Load())
-		t.Logf("%s (%.0f virtual client-seconds in %s of wall time)", line, float64(tot.clientSeconds.Load()), time.Since(started).Round(time.Millisecond))
+		t.Logf("%s (%.0f virtual client-seconds in %s of wall time; %s)", line, float64(tot.clientSeconds.Load()), time.Since(started).Round(time.Millisecond), &tot.met)
 		if *flagSummary != "" {
-			detail := fmt.Sprintf("%.0f virtual client-seconds in %s of wall time\n", float64(tot.clientSeconds.Load()), time.Since(started).Round(time.Millisecond))
+			detail := fmt.Sprintf("%.0f virtual client-seconds in %s of wall time; %s\n", float64(tot.clientSeconds.Load()), time.Since(started).Round(time.Millisecond), &tot.met)
 			_ = os.WriteFile(*flagSummary, []byte(detail+line+"\n"), 0o644)
 		}
 	})
@@ -120,6 +121,7 @@ func runSeed(t *testing.T, seed uint64, tot *totals) bool {
 	tot.seeds.Add(1)
 	tot.ops.Add(int64(w.ops))
 	tot.clientSeconds.Add(int64(w.clientSeconds))
+	tot.met.add(&w.met)
 	if len(w.violations) > 0 {
 		tot.violations.Add(1)
 		// The trace up to a little after the first violation.
@@ -148,7 +150,7 @@ func runSeed(t *testing.T, seed uint64, tot *totals) bool {
 // flag that changes what a seed does, and writes its whole trace.
 func replayCommand(seed uint64) string {
 	args := []string{"go test ./internal/sim -run '^TestSimulation$'", fmt.Sprintf("-sim.seed=%d", seed)}
-	for _, name := range []string{"sim.duration", "sim.avoid", "sim.delayall", "sim.faults", "sim.clocks", "sim.clockrate", "sim.clockbreak"} {
+	for _, name := range []string{"sim.duration", "sim.avoid", "sim.delayall", "sim.faults", "sim.clocks", "sim.clockrate", "sim.clockbreak", "sim.conflicts"} {
 		if f := flag.Lookup(name); f.Value.String() != f.DefValue {
 			args = append(args, fmt.Sprintf("-%s=%q", name, f.Value.String()))
 		}
@@ -192,6 +194,7 @@ type world struct {
 	ops           int
 	seq           uint64
 	clientSeconds float64
+	met           conflictCounts
 	current       map[string]ddbmodel.Item
 	maxToken      map[string]uint64
 	dataMax       map[string]uint64
@@ -423,7 +426,11 @@ func newSimClient(w *world, r *rand.Rand, name string, skew bool) *simClient {
 	} else {
 		cl.desc = fmt.Sprintf("lease %s, heartbeat %s, faults: %s", cl.lease, cl.hb, p)
 	}
-	cl.db = &faultyDB{w: w, model: w.model, prof: p, attempt: ap, r: rand.New(rand.NewPCG(r.Uint64(), 1))}
+	conf := conflictsOf(w.seed, name, cl.lease, p != (faultProfile{}) || ap != (attemptProfile{attempts: ap.attempts}))
+	if conf != (conflictProfile{}) {
+		cl.desc += ", transactions: " + conf.String()
+	}
+	cl.db = &faultyDB{w: w, model: w.model, prof: p, attempt: ap, conf: conf, r: rand.New(rand.NewPCG(r.Uint64(), 1))}
 	return cl
 }
 
@@ -486,7 +493,7 @@ func (w *world) closeSlot(slot int, restart bool) {
 	if restart {
 		next := &simClient{lease: cl.lease, hb: cl.hb, opts: cl.opts, desc: cl.desc, reentrantOnly: cl.reentrantOnly,
 			clock: cl.clock, skewBound: cl.skewBound,
-			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof, attempt: cl.db.attempt}}
+			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof, attempt: cl.db.attempt, conf: cl.db.conf}}
 		cl.db.mu.Lock()
 		next.db.r = rand.New(rand.NewPCG(cl.db.r.Uint64(), 2))
 		cl.db.mu.Unlock()

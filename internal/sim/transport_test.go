@@ -141,6 +141,9 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := f.attempt
 	mctx := context.WithValue(context.WithoutCancel(ctx), callerKey{}, f.name)
 	apply := func() (any, error) { return run.apply(f.model, mctx, in) }
+	if tx, ok := in.(*dynamodb.TransactWriteItemsInput); ok {
+		apply = func() (any, error) { return f.transact(mctx, tx, key) }
+	}
 	fail := func(why string, err error) (*http.Response, error) {
 		f.w.faulted(ctx, false)
 		f.w.log("%s %s attempt %s: %s", f.name, op, attempt, why)
@@ -191,7 +194,10 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return fail(fmt.Sprintf("timed out (applied %v)", applied), &simNetError{msg: "sim: read tcp: i/o timeout", timeout: true})
 		}
 	}
-	out, aerr := apply()
+	out, aerr, met := meeting(f, in, apply)
+	if met {
+		f.w.faulted(ctx, false)
+	}
 	lost := !healed && f.roll(p.lost)
 	okWait := wait(ctx, f.attemptDelay(), f.stalledUntil)
 	f.w.step("answer " + key)
