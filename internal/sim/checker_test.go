@@ -27,6 +27,9 @@ type tracked struct {
 	rvn    string // when it was tracked: tells a client's readers of one key apart
 	client *simClient
 	reader bool // an RWLock's reader: checked by checkRW, not by invariants 1 and 2
+	// readerID: a reader's entry in the item (found by its beat when it
+	// was tracked; "" if it had changed already).
+	readerID string
 }
 
 type relKey struct {
@@ -207,6 +210,9 @@ func (w *world) hook(e ddbmodel.Event) {
 				continue
 			}
 			pk, tok, writer := itemS(ch.After, "key"), itemN(ch.After, "token"), itemS(ch.After, "writer")
+			if readerData(pk) {
+				continue // a reader's own item (invariant 16 checks its guard)
+			}
 			var lockItem ddbmodel.Item
 			found := false
 			for _, lc := range e.Changes {
@@ -223,6 +229,8 @@ func (w *world) hook(e ddbmodel.Event) {
 			w.dataMax[pk] = max(w.dataMax[pk], tok)
 		}
 	}
+	// 16. A guarded write of a live holder commits (guarded_test.go).
+	w.checkGuarded(e)
 	w.checkLocked(fmt.Sprintf("after #%d", e.Seq))
 }
 

@@ -120,6 +120,10 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 	w.trackReader(cl, l)
 	for range r.IntN(3) {
 		w.sleep(time.Duration(r.Int64N(int64(cl.lease))))
+		if r.IntN(2) == 0 {
+			w.readerGuardedWrite(cl, r, l)
+			continue
+		}
 		var hopts []dynamolock.SendHeartbeatOption
 		switch r.IntN(10) {
 		case 0:
@@ -159,6 +163,7 @@ func (w *world) trackReader(cl *simClient, l *dynamolock.Lock) {
 	defer w.mu.Unlock()
 	tr := &tracked{l: l, key: ddbmodel.KeyString(l.PartitionKey(), l.SortKey()), pk: l.PartitionKey(), owner: l.OwnerName(),
 		token: l.FencingToken(), rvn: l.RecordVersionNumber(), client: cl, reader: true}
+	tr.readerID = w.readerEntry(tr.key, l.RecordVersionNumber())
 	w.tracked[l] = tr
 	w.tracef("%s RWLock.RLock %s: granted, token %d beat %.8s lease %s", cl.name, tr.pk, tr.token, l.RecordVersionNumber(), l.LeaseDuration())
 	w.checkLocked(cl.name + " RLock returned")

@@ -786,12 +786,14 @@ func (w *world) guardedWrite(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 		if r.IntN(2) == 0 {
 			items[0], items[1] = items[1], items[0]
 		}
+		ctx = w.guarded(ctx, l, false)
 		w.maybePause(cl, r)
 		_, err := cl.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		w.note("%s guarded write on %s (token %d): %v", cl.name, l.PartitionKey(), l.FencingToken(), errOrOK(err))
 		return
 	}
 	item, record := l.TransactionWithRefresh()
+	ctx = w.guarded(ctx, l, true)
 	items := []types.TransactWriteItem{item, data}
 	if r.IntN(2) == 0 {
 		items[0], items[1] = items[1], items[0]
@@ -815,13 +817,14 @@ func (w *world) refreshBurst(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 			break
 		}
 		item, record := l.TransactionWithRefresh()
+		ctx := w.guarded(context.Background(), l, true)
 		check := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 			TableName:                aws.String(w.dataTable),
 			Key:                      map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: l.PartitionKey()}},
 			ConditionExpression:      aws.String("attribute_exists(#never)"),
 			ExpressionAttributeNames: map[string]string{"#never": "never"},
 		}}
-		_, err := record(cl.api.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{item, check}}))
+		_, err := record(cl.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{item, check}}))
 		if err != nil {
 			failed++
 			last = err
