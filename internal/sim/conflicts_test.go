@@ -75,8 +75,12 @@ func conflictsOf(seed uint64, name string, lease time.Duration, faulty bool) con
 // transact applies a transaction: at once, or, as the profile draws it,
 // in two steps with virtual time between them, during which its items are
 // in the transaction. The commit does not wait for the caller: DynamoDB
-// completes a transaction it prepared whatever its client does.
-func (f *faultyDB) transact(mctx context.Context, in *dynamodb.TransactWriteItemsInput, key string) (*dynamodb.TransactWriteItemsOutput, error) {
+// completes a transaction it prepared whatever its client does. For an
+// SDK attempt (attempt), a held transaction's attempt may time out while
+// it is held, one time in two: the SDK then retries with the same
+// ClientRequestToken, and meets a TransactionInProgressException (which it
+// retries) until the commit, then the transaction's success.
+func (f *faultyDB) transact(mctx context.Context, in *dynamodb.TransactWriteItemsInput, key string, attempt bool) (*dynamodb.TransactWriteItemsOutput, error) {
 	if f.w.healed.Load() || !f.roll(f.conf.hold) {
 		return f.model.TransactWriteItems(mctx, in)
 	}
@@ -87,6 +91,16 @@ func (f *faultyDB) transact(mctx context.Context, in *dynamodb.TransactWriteItem
 	f.mu.Lock()
 	d := time.Millisecond + time.Duration(f.r.Int64N(int64(f.conf.maxHold)))
 	f.mu.Unlock()
+	if attempt && f.roll(0.5) {
+		f.w.log("%s TransactWriteItems: held open for %s; the attempt times out meanwhile", f.name, d)
+		f.w.faulted(mctx, true)
+		f.w.ghosts.Go(func() {
+			time.Sleep(d)
+			f.w.step("commit " + key)
+			_, _ = tx.Commit()
+		})
+		return nil, &simNetError{msg: "sim: read tcp: i/o timeout (the transaction is held)", timeout: true}
+	}
 	f.w.log("%s TransactWriteItems: held open for %s", f.name, d)
 	_ = wait(context.Background(), d, func() time.Time { return time.Time{} })
 	f.w.step("commit " + key)

@@ -276,6 +276,6 @@ func (f *faultyDB) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 	}
 	key := f.name + " TransactWriteItems " + reqKey(in)
 	return do(f, ctx, "TransactWriteItems", in, func(c context.Context) (*dynamodb.TransactWriteItemsOutput, error) {
-		return f.transact(c, in, key)
+		return f.transact(c, in, key, false)
 	})
 }

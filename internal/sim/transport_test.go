@@ -142,7 +142,7 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	mctx := context.WithValue(context.WithoutCancel(ctx), callerKey{}, f.name)
 	apply := func() (any, error) { return run.apply(f.model, mctx, in) }
 	if tx, ok := in.(*dynamodb.TransactWriteItemsInput); ok {
-		apply = func() (any, error) { return f.transact(mctx, tx, key) }
+		apply = func() (any, error) { return f.transact(mctx, tx, key, true) }
 	}
 	fail := func(why string, err error) (*http.Response, error) {
 		f.w.faulted(ctx, false)
