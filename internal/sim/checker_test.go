@@ -174,6 +174,7 @@ func (w *world) hook(e ddbmodel.Event) {
 			w.foreignSeq[ch.Key] = e.Seq
 		}
 		w.rwHook(ch)
+		w.sessionHook(ch)
 		// 4. Fencing tokens of successive acquisitions strictly increase.
 		if a != nil && (b == nil || itemN(a, "fencingToken") != itemN(b, "fencingToken")) && itemN(a, "fencingToken") > 0 {
 			tok := itemN(a, "fencingToken")

@@ -102,8 +102,9 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 		w.release(cl, r, l)
 		return
 	}
-	if r.IntN(10) == 0 {
-		// A lease longer than an hour: every client reads it as written.
+	if r.IntN(10) == 0 && !cl.session {
+		// A lease longer than an hour: every client reads it as written
+		// (a session's locks share its lease).
 		opts = append(opts, dynamolock.WithLockLease(2*time.Hour))
 		desc += ", lease 2h"
 	}
@@ -127,7 +128,9 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 		var hopts []dynamolock.SendHeartbeatOption
 		switch r.IntN(10) {
 		case 0:
-			hopts = append(hopts, dynamolock.WithLeaseDurationToEnsure(2*time.Hour))
+			if !cl.session { // a session's: its whole session's lease
+				hopts = append(hopts, dynamolock.WithLeaseDurationToEnsure(2*time.Hour))
+			}
 		case 1, 2, 3, 4:
 			hopts = append(hopts, dynamolock.WithLeaseDurationToEnsure(2*cl.hb+time.Duration(r.Int64N(int64(cl.lease)))))
 		}

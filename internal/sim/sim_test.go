@@ -32,7 +32,7 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
-	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, refresh-burst, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock; empty for none")
+	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, refresh-burst, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock, sessions; empty for none")
 	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 1, "with -sim.seed: run the seed up to this many times until it shows a violation (one seed gives one run: more is for library versions that draw randomness outside internal/entropy)")
@@ -230,16 +230,19 @@ type lockDB interface {
 
 // simClient is one lock client and its configuration.
 type simClient struct {
-	name   string
-	c      *dynamolock.Client
-	db     *faultyDB
-	api    lockDB // what c sends its requests to: db, or the SDK client over db's transport
-	lease  time.Duration
-	hb     time.Duration
-	opts   []dynamolock.ClientOption
-	desc   string
-	born   time.Time
-	closed bool
+	name  string
+	c     *dynamolock.Client
+	db    *faultyDB
+	api   lockDB // what c sends its requests to: db, or the SDK client over db's transport
+	lease time.Duration
+	hb    time.Duration
+	opts  []dynamolock.ClientOption
+	desc  string
+	// session: the client holds its locks through a session
+	// (WithSession); the others, beside it, renew each lock.
+	session bool
+	born    time.Time
+	closed  bool
 	// reentrantOnly: with -sim.avoid=reentrant-mix, this client's
 	// acquisitions are all reentrant or (false) none.
 	reentrantOnly bool
@@ -431,6 +434,14 @@ func newSimClient(w *world, r *rand.Rand, name string, skew bool) *simClient {
 		cl.desc += ", transactions: " + conf.String()
 	}
 	cl.db = &faultyDB{w: w, model: w.model, prof: p, attempt: ap, conf: conf, r: rand.New(rand.NewPCG(r.Uint64(), 1))}
+	// Sessions beside per-lock leases, in one seed: a third of the
+	// clients with heartbeats (drawn last, so that every other draw of a
+	// seed stays what it was).
+	if cl.hb > 0 && r.IntN(3) == 0 && !avoid("sessions") {
+		cl.session = true
+		cl.opts = append(cl.opts, dynamolock.WithSession())
+		cl.desc += ", session"
+	}
 	return cl
 }
 
@@ -1021,6 +1032,9 @@ func (w *world) liveness() {
 			lease, err := time.ParseDuration(itemS(it, "leaseDuration"))
 			if err != nil {
 				lease = 10 * time.Second
+			}
+			if s := itemS(it, "dynamolockSession"); s != "" {
+				lease = w.sessionLeaseLeft(s) // held by a session: as long as it lives
 			}
 			bound += lease + refresh
 		}
