@@ -154,11 +154,13 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 		at.unsure = false
 		a.attempts[rvn] = at
 	}
-	held, conflict := false, false
+	held, conflict, throttled := false, false, false
 	for i, r := range tce.CancellationReasons {
 		w := a.watches[i]
 		switch aws.ToString(r.Code) {
 		case "", "None":
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			throttled = true // a member's partition or table was over its throughput
 		case "ConditionalCheckFailed":
 			held = true
 			if len(r.Item) > 0 {
@@ -188,6 +190,10 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 		// Another write to one of the items was in progress. Nothing is
 		// known about the holders; read them after a pause.
 		return nil, a.failedAll(ctx, fmt.Errorf("%w: %w", errTransactionConflict, err))
+	case throttled:
+		// Nothing was written; throttling passes: retried as a throttled
+		// write is, within the wait.
+		return nil, a.failedAll(ctx, fmt.Errorf("%w: %w", errThrottledMember, err))
 	}
 	return nil, a.failedAll(ctx, err)
 }
@@ -267,6 +273,9 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 			}
 		case "TransactionConflict":
 			conflict = true
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			w.forget()
+			return nil, a.failed(ctx, w, fmt.Errorf("%w: %w", errThrottledMember, err))
 		default:
 			w.forget()
 			return nil, a.failed(ctx, w, err)

@@ -23,6 +23,9 @@ func isTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
+	if errors.Is(err, errThrottledMember) {
+		return true // a cancellation's reason said so (acquisition.transact)
+	}
 	var ccf *types.ConditionalCheckFailedException
 	var rnf *types.ResourceNotFoundException
 	var ce *ConnectionError

@@ -18,6 +18,12 @@ const maxTransactionBytes = 4 * 1024 * 1024
 // progress. Nothing is known about the holders; retry after a pause.
 var errTransactionConflict = errors.New("a concurrent write to one of the items conflicted with the transaction")
 
+// errThrottledMember: a transaction was cancelled because a member's
+// partition or table was over its throughput (a ThrottlingError or
+// ProvisionedThroughputExceeded reason). Nothing was written; a retry may
+// succeed.
+var errThrottledMember = errors.New("the transaction was cancelled for throughput: one of its items was throttled")
+
 // AcquireLocks acquires every key in keys or none: one TransactWriteItems
 // writes all the lock items at once, so no other client ever sees a subset
 // of them held by this call, and this call never holds some keys while it

@@ -449,18 +449,33 @@ func TestTransactionConflictIsRetried(t *testing.T) {
 			require.NoError(t, l.Close())
 		}
 	})
+	t.Run("AcquireLocks, a member throttled", func(t *testing.T) {
+		// Not a conflict, but also an answer DynamoDB Local never gives:
+		// a partition over its throughput cancels the transaction.
+		c, script := conflicted(t, "TransactWriteItems", fast...)
+		script.steps = []attemptStep{cancelledBy("ThrottlingError", 2)}
+		locks, err := c.AcquireLocks(ctx, []string{"t1", "t2"}, dynamolock.WithRefreshPeriod(50*time.Millisecond))
+		require.NoError(t, err, "retried once the throttling passed")
+		for _, l := range locks {
+			require.NoError(t, l.Close())
+		}
+	})
 }
 
 // cancelledByConflict answers a transaction of n actions as DynamoDB does
 // when another ongoing transaction includes its first item.
-func cancelledByConflict(n int) attemptStep {
+func cancelledByConflict(n int) attemptStep { return cancelledBy("TransactionConflict", n) }
+
+// cancelledBy answers a transaction of n actions as DynamoDB does when its
+// first item fails with the reason code (the others: None).
+func cancelledBy(code string, n int) attemptStep {
 	return func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
-		reasons := `{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item"}`
+		reasons := `{"Code":"` + code + `","Message":"injected"}`
 		for range n - 1 {
 			reasons += `,{"Code":"None"}`
 		}
-		return serviceAnswer(fmt.Sprintf(`{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict%s]","CancellationReasons":[%s]}`,
-			strings.Repeat(", None", n-1), reasons))
+		return serviceAnswer(fmt.Sprintf(`{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled, please refer cancellation reasons for specific reasons [%s%s]","CancellationReasons":[%s]}`,
+			code, strings.Repeat(", None", n-1), reasons))
 	}
 }
 

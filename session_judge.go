@@ -38,25 +38,74 @@ func (s sessionState) deadAt(now time.Time) time.Time {
 // sessionJudge holds what a client has seen of the sessions that hold the
 // locks it looked at, shared by its acquisitions (as here.observe is), so
 // that each session item is read at most once per refresh period by the
-// client, and a session judged dead or seen ended is so for every
-// acquisition at once. Bounded: when full, an arbitrary entry is dropped
-// (that only delays a judgment).
+// client, its end mark written at most once, and a session judged dead or
+// seen ended is so for every acquisition at once. One read or end mark of
+// a session at a time (turn): the acquisitions that wait for it use its
+// answer. Bounded: when full, an arbitrary entry is dropped (that only
+// delays a judgment).
 type sessionJudge struct {
-	mu sync.Mutex
-	m  map[string]*sessionState
+	mu   sync.Mutex
+	m    map[string]*sessionState
+	busy map[string]chan struct{} // a read or end mark of the session in flight: closed when it ends
+}
+
+// turn waits until no read or end mark of session key is in flight in
+// this client, or ctx ends, and takes the turn; the function it returns
+// gives it back.
+func (j *sessionJudge) turn(ctx context.Context, key string) (func(), error) {
+	for {
+		j.mu.Lock()
+		ch, busy := j.busy[key]
+		if !busy {
+			if j.busy == nil {
+				j.busy = make(map[string]chan struct{})
+			}
+			ch = make(chan struct{})
+			j.busy[key] = ch
+			j.mu.Unlock()
+			return func() {
+				j.mu.Lock()
+				delete(j.busy, key)
+				j.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		j.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// knownSession returns what is known of session key when it is ended, or was read
+// within maxAge.
+func (c *Client) knownSession(key string, maxAge time.Duration) (sessionState, bool) {
+	j := &c.observed
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	st, ok := j.m[key]
+	if !ok || !st.ended && c.since(st.readAt) >= maxAge {
+		return sessionState{}, false
+	}
+	return *st, true
 }
 
 // sessionState returns what is known of session key, reading its item (one
 // consistent GetItem) when the last read is older than maxAge.
 func (c *Client) sessionState(ctx context.Context, key string, maxAge time.Duration) (sessionState, error) {
-	j := &c.observed
-	j.mu.Lock()
-	if st, ok := j.m[key]; ok && (st.ended || c.since(st.readAt) < maxAge) {
-		cp := *st
-		j.mu.Unlock()
-		return cp, nil
+	if st, ok := c.knownSession(key, maxAge); ok {
+		return st, nil
 	}
-	j.mu.Unlock()
+	done, err := c.observed.turn(ctx, key)
+	if err != nil {
+		return sessionState{}, err
+	}
+	defer done()
+	if st, ok := c.knownSession(key, maxAge); ok {
+		return st, nil // read by the acquisition whose turn this one waited for
+	}
 	item, err := c.getItem(ctx, c.itemKeyOf(key, c.sessionSortKey()))
 	if err != nil {
 		return sessionState{}, err
@@ -109,11 +158,21 @@ func (c *Client) learnSession(key string, item map[string]types.AttributeValue) 
 // session has ended (by this write, or before it); false when it renewed
 // since (what is known of it is then updated).
 func (c *Client) endSession(ctx context.Context, s sessionState) (bool, error) {
+	done, err := c.observed.turn(ctx, s.key)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	if st, ok := c.knownSession(s.key, forever); ok && (st.ended || st.rvn != s.rvn) {
+		// Ended by the acquisition whose turn this one waited for, or seen
+		// renewed since it was judged dead.
+		return st.ended, nil
+	}
 	b := newExprBuilder()
 	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1"))
 	cond := b.name("#v", attrRVN) + " = " + b.value(":v", attrS(s.rvn)) + " AND attribute_not_exists(#r)"
 	key := c.itemKeyOf(s.key, c.sessionSortKey())
-	_, err := c.updateItem(ctx, c.guardedUpdate(key, b, update, cond))
+	_, err = c.updateItem(ctx, c.guardedUpdate(key, b, update, cond))
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
