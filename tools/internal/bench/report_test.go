@@ -13,10 +13,20 @@ import (
 )
 
 // docs/BENCHMARKS.md is reference, not a lab notebook: no text this
-// package writes into it cites an issue, a session or a commit, or a goal
-// as it once was. What changed, and when, is git's.
+// package writes into it cites an issue, a work session ("this session",
+// "session 12") or a commit, or a goal as it once was. What changed, and
+// when, is git's. (The library's sessions, WithSession, are a subject of
+// the report like any feature.)
 func TestReportTextIsReference(t *testing.T) {
-	notebook := regexp.MustCompile(`(?i)\bissue\s*\d|\bsessions?\b|\bwas ≤|\b[0-9a-f]{7,40}\b`)
+	notebook := regexp.MustCompile(`(?i)\bissue\s*\d|\b(this|that|last|previous|earlier|later|next)\s+sessions?\b|\bsessions?\s*#?\d|\bwas ≤|\b[0-9a-f]{7,40}\b`)
+	for text, want := range map[string]bool{
+		"measured in this session": true, "session 12": true, "as in issue 38": true,
+		"one client under a session": false, "a dead session's locks": false,
+	} {
+		if got := notebook.MatchString(text); got != want {
+			t.Errorf("the notebook pattern on %q: %v, want %v", text, got, want)
+		}
+	}
 	names, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
