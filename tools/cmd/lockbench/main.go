@@ -1,7 +1,8 @@
 // Command lockbench measures dynamolock against Amazon DynamoDB Local: calls
 // per operation, latency against the raw DynamoDB call, heartbeat capacity,
 // failover, same-process hand-over, contention, and the DynamoDB cost that
-// follows; and how steady the backend's own write rate is (steadiness).
+// follows; one client holding many locks under a session (session); and how
+// steady the backend's own write rate is (steadiness).
 //
 // Usage:
 //
@@ -14,6 +15,7 @@
 //	lockbench failover [-trials 8]
 //	lockbench handover [-trials 8] [-waiters 4] [-refresh 1s,10s]
 //	lockbench contention [-modes default] [-contenders 2,8,32] [-goroutines 1] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
+//	lockbench session [-n 1000,10000,100000] [-hold 60s] [-lease 3s] [-heartbeat 1s] [-acquire-workers 32] [-compare] [-max-refused 1000] [-ask-budget 2m] [-takeover 2000] [-ceiling-writers 32]
 //
 // It uses the DynamoDB Local at $DYNAMODB_ENDPOINT, or starts a private one
 // when that is unset. `make bench` runs `lockbench all`.
@@ -64,7 +66,7 @@ func setFlag(fs *flag.FlagSet, name string) bool {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|writeparts|capacity|steadiness|failover|handover|contention [flags]; lockbench CMD -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|writeparts|capacity|steadiness|failover|handover|contention|session [flags]; lockbench CMD -h for flags")
 	os.Exit(2)
 }
 
@@ -76,18 +78,22 @@ func run(ctx context.Context, cmd string, args []string) error {
 		png        = fs.String("png", "docs/benchmarks.png", "all: the image to draw")
 		gobench    = fs.String("gobench", "", "all: a file with `go test -bench` output to include")
 		samples    = fs.Int("samples", 1000, "latency, writeparts: rounds measured")
-		n          = fs.Int("n", 5000, "capacity: locks to hold")
+		n          = fs.String("n", "", "capacity: locks to hold (default 5000); session: comma-separated N, one run each (default 1000,10000,100000; 0: none, the takeover alone)")
 		search     = fs.String("search", "", "capacity: comma-separated N to try in order, stopping at the first loss")
 		refine     = fs.Bool("refine", false, "capacity -search: try the midpoint after the first loss")
 		boundPoint = fs.Bool("bound-point", false, "capacity -search: also try the N at 90% of the backend bound (ceiling × lease)")
-		hold       = fs.Duration("hold", 0, "capacity: how long to hold (default 30s); contention: how long each holder keeps the lock (default 10ms)")
-		lease      = fs.Duration("lease", 3*time.Second, "capacity: lease duration")
-		heartbeat  = fs.Duration("heartbeat", time.Second, "capacity: heartbeat period")
+		hold       = fs.Duration("hold", 0, "capacity: how long to hold (default 30s); contention: how long each holder keeps the lock (default 10ms); session: how long to hold (default 60s)")
+		lease      = fs.Duration("lease", 3*time.Second, "capacity, session: lease duration")
+		heartbeat  = fs.Duration("heartbeat", time.Second, "capacity, session: heartbeat period")
 		conc       = fs.Int("concurrency", 0, "capacity: WithHeartbeatConcurrency (0: the default, 32)")
 		admission  = fs.Float64("admission", 0, "capacity: WithHeartbeatAdmission (0: the default, 0.8)")
-		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks")
+		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks; session: goroutines asking at once (default "+strconv.Itoa(bench.DefaultSessionPlan().Workers)+")")
+		compare    = fs.Bool("compare", false, "session: after each N under a session, the same client without one")
+		maxRefused = fs.Int("max-refused", bench.DefaultSessionPlan().MaxRefused, "session -compare: stop asking once this many acquisitions were refused for heartbeat capacity (0: no bound)")
+		askBudget  = fs.Duration("ask-budget", bench.DefaultSessionPlan().AskBudget, "session -compare: stop asking after this long (0: no bound)")
+		takeover   = fs.Int("takeover", bench.DefaultSessionPlan().Takeover, "session: locks of a dead session another client takes over (0: skip)")
 		unpaced    = fs.Bool("unpaced", false, "capacity: ask for the N locks without pausing for the heartbeat backlog (admission control alone decides); every N of -search runs")
-		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate before and after the runs (0: skip); steadiness: writers")
+		ceiling    = fs.Int("ceiling-writers", 32, "capacity: writers measuring the backend's raw write rate before and after the runs (0: skip); session: the same, before the runs; steadiness: writers")
 		trials     = fs.Int("trials", 8, "failover: trials per scenario; handover: clients side by side per refresh period")
 		waiters    = fs.Int("waiters", bench.DefaultHandover().Waiters, "handover: goroutines of one client waiting for the key")
 		modes      = fs.String("modes", modeNames(), "contention: AcquireLock modes to run, each beside the others (this build has: "+modeNames()+")")
@@ -106,7 +112,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		return err
 	}
 	switch cmd {
-	case "all", "calls", "latency", "writeparts", "capacity", "steadiness", "failover", "handover", "contention":
+	case "all", "calls", "latency", "writeparts", "capacity", "steadiness", "failover", "handover", "contention", "session":
 	default:
 		usage()
 	}
@@ -203,7 +209,12 @@ func run(ctx context.Context, cmd string, args []string) error {
 		if cfg.Hold == 0 {
 			cfg.Hold = 30 * time.Second
 		}
-		ns := []int{*n}
+		ns := []int{5000}
+		if *n != "" {
+			if ns, err = ints(*n); err != nil || len(ns) != 1 {
+				return fmt.Errorf("capacity: -n %q: want one positive integer", *n)
+			}
+		}
 		if *search != "" {
 			if ns, err = ints(*search); err != nil {
 				return err
@@ -266,6 +277,32 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		fmt.Println(r.Markdown(bench.HandoverCommand(cfg)))
+	case "session":
+		p := bench.DefaultSessionPlan()
+		p.Lease, p.Heartbeat, p.Compare, p.MaxRefused, p.AskBudget, p.Takeover, p.CeilingWriters = *lease, *heartbeat, *compare, *maxRefused, *askBudget, *takeover, *ceiling
+		if setFlag(fs, "hold") {
+			p.Hold = *hold
+		}
+		if setFlag(fs, "acquire-workers") {
+			p.Workers = *workers
+		}
+		switch *n {
+		case "":
+		case "0":
+			p.Ns = nil
+		default:
+			if p.Ns, err = ints(*n); err != nil {
+				return err
+			}
+		}
+		if err := p.Check(); err != nil {
+			return err
+		}
+		r, err := bench.MeasureSessions(ctx, e, p)
+		if err != nil {
+			return err
+		}
+		fmt.Println(r.Markdown(p.Command()))
 	case "contention":
 		ks, err := ints(*contenders)
 		if err != nil {

@@ -29,6 +29,8 @@ type Plan struct {
 	FailoverTrials int
 	Handover       HandoverConfig
 	Contention     []ContentionConfig
+	// Session is the sessions section (Ns empty and Takeover 0: skipped).
+	Session SessionPlan
 	// GoBench is the output of `go test -bench` to include, if any.
 	GoBench string
 	// PNG is the image path, relative to the Markdown file's directory.
@@ -48,6 +50,7 @@ func FullPlan() Plan {
 		BoundPoint:     true,
 		FailoverTrials: 8,
 		Handover:       DefaultHandover(),
+		Session:        DefaultSessionPlan(),
 	}
 	var contention []ContentionConfig
 	for _, n := range []int{2, 8, 32} {
@@ -85,6 +88,8 @@ func QuickPlan() Plan {
 	for i := range p.Contention {
 		p.Contention[i].Duration = 3 * time.Second
 	}
+	p.Session.Ns, p.Session.Hold, p.Session.Takeover = []int{1000, 10000}, 10*time.Second, 500
+	p.Session.MaxRefused, p.Session.AskBudget = 200, 30*time.Second
 	return p
 }
 
@@ -96,6 +101,7 @@ type Results struct {
 	Failover   *FailoverResult
 	Handover   *HandoverResult
 	Contention []*ContentionRun
+	Session    *SessionResult
 }
 
 // RunAll measures every section in turn, printing each as it completes to
@@ -114,20 +120,20 @@ func RunAll(ctx context.Context, e *Env, p Plan, out io.Writer) (*Results, strin
 		quick = " -quick"
 	}
 
-	e.logf("1/5 calls per operation")
+	e.logf("1/6 calls per operation")
 	var err error
 	if res.Calls, err = MeasureCalls(ctx, e); err != nil {
 		return nil, "", fmt.Errorf("calls: %w", err)
 	}
 	section("1. DynamoDB calls per operation", res.Calls.Markdown("go -C tools run ./cmd/lockbench calls"))
 
-	e.logf("2/5 latency (%d rounds)", p.LatencySamples)
+	e.logf("2/6 latency (%d rounds)", p.LatencySamples)
 	if res.Latency, err = MeasureLatency(ctx, e, p.LatencySamples); err != nil {
 		return nil, "", fmt.Errorf("latency: %w", err)
 	}
 	section("2. Latency against the raw DynamoDB call", res.Latency.Markdown(fmt.Sprintf("go -C tools run ./cmd/lockbench latency -samples %d", p.LatencySamples)))
 
-	e.logf("3/5 heartbeat capacity: backend ceiling, then N = %v", p.CapacityNs)
+	e.logf("3/6 heartbeat capacity: backend ceiling, then N = %v", p.CapacityNs)
 	ceiling, err := MeasureCeiling(ctx, e, p.CeilingWriters, p.CeilingTime)
 	if err != nil {
 		return nil, "", fmt.Errorf("ceiling: %w", err)
@@ -154,18 +160,18 @@ func RunAll(ctx context.Context, e *Env, p Plan, out io.Writer) (*Results, strin
 	}
 	section("3. Heartbeat capacity", res.Capacity.Markdown(capCmd)+"\n"+capacityVerdict(res.Capacity))
 
-	e.logf("4/5 failover (%d trials per scenario)", p.FailoverTrials)
+	e.logf("4/6 failover (%d trials per scenario)", p.FailoverTrials)
 	if res.Failover, err = MeasureFailover(ctx, e, p.FailoverTrials); err != nil {
 		return nil, "", fmt.Errorf("failover: %w", err)
 	}
-	e.logf("4/5 same-process hand-over (%d trials of %d waiters at refresh %v)", p.Handover.Trials, p.Handover.Waiters, p.Handover.Refreshes)
+	e.logf("4/6 same-process hand-over (%d trials of %d waiters at refresh %v)", p.Handover.Trials, p.Handover.Waiters, p.Handover.Refreshes)
 	if res.Handover, err = MeasureHandover(ctx, e, p.Handover); err != nil {
 		return nil, "", fmt.Errorf("handover: %w", err)
 	}
 	section("4. Failover and hand-over", res.Failover.Markdown(fmt.Sprintf("go -C tools run ./cmd/lockbench failover -trials %d", p.FailoverTrials))+
 		"\n"+res.Handover.Markdown(HandoverCommand(p.Handover)))
 
-	e.logf("5/5 contention")
+	e.logf("5/6 contention")
 	var cmds []string
 	for _, cfg := range p.Contention {
 		e.logf("contention: %s mode, %d contenders, refresh %s, pause %s", cfg.Mode.Name, cfg.Contenders, cfg.Refresh, cfg.Pause)
@@ -180,6 +186,14 @@ func RunAll(ctx context.Context, e *Env, p Plan, out io.Writer) (*Results, strin
 
 	section("6. At fleet scale, on paper", CostMarkdown(res.Calls, res.Capacity))
 
+	if len(p.Session.Ns) > 0 || p.Session.Takeover > 0 {
+		e.logf("6/6 sessions: N = %v, then the takeover of %d locks", p.Session.Ns, p.Session.Takeover)
+		if res.Session, err = MeasureSessions(ctx, e, p.Session); err != nil {
+			return nil, "", fmt.Errorf("sessions: %w", err)
+		}
+		section("7. Many locks under one session", res.Session.Markdown(p.Session.Command()))
+	}
+
 	if p.GoBench != "" {
 		section("Go benchmarks (in-process hot paths)", goBenchMarkdown(p.GoBench))
 	}
@@ -192,7 +206,7 @@ func RunAll(ctx context.Context, e *Env, p Plan, out io.Writer) (*Results, strin
 		by = "`go -C tools run ./cmd/lockbench all -quick` (a short run: small N, short holds, few samples)"
 	}
 	head.w("What the client costs and how it behaves under load, against Amazon DynamoDB Local (in-memory, on the client's machine). "+
-		"The summary and sections 1 to 6 are written by %s (`tools/cmd/lockbench all`, after the Go benchmarks), last on %s in %s; "+
+		"The summary and sections 1 to 7 are written by %s (`tools/cmd/lockbench all`, after the Go benchmarks), last on %s in %s; "+
 		"the sections after the Go benchmarks are measured by the commands they give, and `make bench` keeps them. "+
 		"Every figure states the command that measures it alone (it starts its own DynamoDB Local unless `DYNAMODB_ENDPOINT` is set).",
 		by, time.Now().Format("2006-01-02"), time.Since(began).Round(time.Second))

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -318,11 +317,7 @@ hold:
 	r.CloseTime = time.Since(t)
 	r.LostInClose = int(c.Stats().LocksLost - lostBefore)
 	if err != nil {
-		msg := err.Error()
-		if n := strings.Count(msg, "\n") + 1; n > 1 {
-			msg = fmt.Sprintf("%d errors, first: %s", n, msg[:strings.IndexByte(msg, '\n')])
-		}
-		r.CloseErr = msg
+		r.CloseErr = firstLine(err)
 	}
 	// Heap per lock: what the held locks kept alive, measured as the heap
 	// with them held minus the heap once they and the client are gone

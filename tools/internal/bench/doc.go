@@ -1,8 +1,10 @@
 // Package bench measures dynamolock against Amazon DynamoDB Local: DynamoDB
 // calls per operation (counted by SDK middleware), latency against the raw
 // DynamoDB round trip, heartbeat capacity, failover and hand-over (across
-// processes and within one), contention (per acquisition mode), and what
-// that costs on DynamoDB at fleet scale, each beside its goal (goals.go).
+// processes and within one), contention (per acquisition mode), what that
+// costs on DynamoDB at fleet scale, and one client holding many locks under
+// a session (WithSession) beside the same client without one, each beside
+// its goal (goals.go, and the session's beside its run).
 // cmd/lockbench is its command line;
 // `make bench` runs it and writes docs/BENCHMARKS.md and docs/benchmarks.png.
 //

@@ -185,14 +185,14 @@ func (c Calls) String() string {
 	var parts []string
 	for _, op := range []string{"UpdateItem", "GetItem", "DeleteItem", "PutItem", "TransactWriteItems"} {
 		if n := c[op]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, op))
+			parts = append(parts, fmt.Sprintf("%s %s", commas(int64(n)), op))
 		}
 	}
 	for op, n := range c {
 		switch op {
 		case "UpdateItem", "GetItem", "DeleteItem", "PutItem", "TransactWriteItems":
 		default:
-			parts = append(parts, fmt.Sprintf("%d %s", n, op))
+			parts = append(parts, fmt.Sprintf("%s %s", commas(int64(n)), op))
 		}
 	}
 	return strings.Join(parts, " + ")

@@ -369,3 +369,13 @@ func fairCells(r *ContentionRun) (target, met string) {
 	}
 	return fmt.Sprintf("Jain ≥ %.2f, no timeouts", FairJainTarget), yes(ok)
 }
+
+// firstLine is err's message, or its first line and how many more errors
+// it joins.
+func firstLine(err error) string {
+	msg := err.Error()
+	if n := strings.Count(msg, "\n") + 1; n > 1 {
+		return fmt.Sprintf("%d errors, first: %s", n, msg[:strings.IndexByte(msg, '\n')])
+	}
+	return msg
+}

@@ -78,6 +78,9 @@ func summary(r *Results) string {
 		}
 	}
 	b.WriteString(fairSummary(r.Contention))
+	if r.Session != nil {
+		b.WriteString(sessionSummary(r.Session))
+	}
 	return b.String()
 }
 
