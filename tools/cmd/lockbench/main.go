@@ -15,7 +15,7 @@
 //	lockbench failover [-trials 8]
 //	lockbench handover [-trials 8] [-waiters 4] [-refresh 1s,10s]
 //	lockbench contention [-modes default] [-contenders 2,8,32] [-goroutines 1] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
-//	lockbench session [-n 1000,10000,100000] [-hold 60s] [-lease 3s] [-heartbeat 1s] [-acquire-workers 32] [-compare] [-max-refused 1000] [-ask-budget 2m] [-takeover 2000] [-ceiling-writers 32]
+//	lockbench session [-n 1000,10000,100000] [-hold 60s] [-lease 3s] [-heartbeat 1s] [-acquire-workers 32] [-compare=true] [-max-refused 1000] [-ask-budget 2m] [-takeover 2000] [-ceiling-writers 32]
 //
 // It uses the DynamoDB Local at $DYNAMODB_ENDPOINT, or starts a private one
 // when that is unset. `make bench` runs `lockbench all`.
@@ -88,7 +88,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		conc       = fs.Int("concurrency", 0, "capacity: WithHeartbeatConcurrency (0: the default, 32)")
 		admission  = fs.Float64("admission", 0, "capacity: WithHeartbeatAdmission (0: the default, 0.8)")
 		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks; session: goroutines asking at once (default "+strconv.Itoa(bench.DefaultSessionPlan().Workers)+")")
-		compare    = fs.Bool("compare", false, "session: after each N under a session, the same client without one")
+		compare    = fs.Bool("compare", bench.DefaultSessionPlan().Compare, "session: after each N under a session, the same client without one (-compare=false: none)")
 		maxRefused = fs.Int("max-refused", bench.DefaultSessionPlan().MaxRefused, "session -compare: stop asking once this many acquisitions were refused for heartbeat capacity (0: no bound)")
 		askBudget  = fs.Duration("ask-budget", bench.DefaultSessionPlan().AskBudget, "session -compare: stop asking after this long (0: no bound)")
 		takeover   = fs.Int("takeover", bench.DefaultSessionPlan().Takeover, "session: locks of a dead session another client takes over (0: skip)")
