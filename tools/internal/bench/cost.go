@@ -68,6 +68,9 @@ func usd(v float64) string {
 }
 
 func commas(n int64) string {
+	if n < 0 {
+		return "−" + commas(-n)
+	}
 	s := fmt.Sprint(n)
 	var b strings.Builder
 	for i, c := range s {

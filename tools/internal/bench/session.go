@@ -36,11 +36,15 @@ type SessionConfig struct {
 // on the client's own SDK client, once per operation.
 type SessionRun struct {
 	SessionConfig
-	Asked        int // acquisitions started
-	Acquired     int
-	Refused      int // failed with ErrHeartbeatCapacity
-	OtherErrors  int
-	FirstError   string
+	Asked       int // acquisitions started
+	Acquired    int
+	Refused     int // failed with ErrHeartbeatCapacity
+	OtherErrors int
+	FirstError  string
+	// StoppedBy says which bound stopped the asking before every key was
+	// asked for: "refusals" (MaxRefused) or "time" (AskBudget); "" when
+	// none did.
+	StoppedBy    string
 	AcquireTime  time.Duration // from the first ask to the last answer
 	AcquireCalls Calls         // during the asking
 
@@ -164,7 +168,7 @@ func RunSession(ctx context.Context, e *Env, cfg SessionConfig) (*SessionRun, er
 	began := time.Now()
 	pauses := watchPauses(c, began)
 	defer pauses.stop()
-	r.Asked, r.Refused, r.OtherErrors, r.FirstError = askAll(ctx, c, keys, locks, cfg)
+	r.Asked, r.Refused, r.OtherErrors, r.FirstError, r.StoppedBy = askAll(ctx, c, keys, locks, cfg)
 	r.AcquireTime = time.Since(began)
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -204,6 +208,7 @@ func RunSession(ctx context.Context, e *Env, cfg SessionConfig) (*SessionRun, er
 		e.CloseIdle()
 		r.HeapHeld = min(r.HeapHeld, heapInUse())
 	}
+	var held []string // the keys Close is to free
 	for _, l := range locks {
 		switch {
 		case l == nil:
@@ -211,6 +216,7 @@ func RunSession(ctx context.Context, e *Env, cfg SessionConfig) (*SessionRun, er
 			r.Lost++
 		default:
 			r.HeldAtEnd++
+			held = append(held, l.PartitionKey())
 		}
 	}
 	if sess != nil && sess.Err() != nil {
@@ -235,7 +241,7 @@ func RunSession(ctx context.Context, e *Env, cfg SessionConfig) (*SessionRun, er
 			r.Released++
 		}
 	}
-	if r.FreeTried, r.FreeTaken, r.FreeTime, err = takeFree(ctx, e, table, locks, cfg); err != nil {
+	if r.FreeTried, r.FreeTaken, r.FreeTime, err = takeFree(ctx, e, table, held, cfg); err != nil {
 		return nil, err
 	}
 	r.LoadEnd = loadAvg()
@@ -243,14 +249,24 @@ func RunSession(ctx context.Context, e *Env, cfg SessionConfig) (*SessionRun, er
 }
 
 // askAll asks for every key with cfg.Workers goroutines, each taking the
-// next key, until all were asked or a bound of cfg is reached.
-func askAll(ctx context.Context, c *dynamolock.Client, keys []string, locks []*dynamolock.Lock, cfg SessionConfig) (asked, refused, other int, first string) {
+// next key, until all were asked or a bound of cfg is reached (stoppedBy
+// names it).
+func askAll(ctx context.Context, c *dynamolock.Client, keys []string, locks []*dynamolock.Lock, cfg SessionConfig) (asked, refused, other int, first, stoppedBy string) {
 	var next, nRefused, nOther atomic.Int64
-	var firstErr atomic.Value
+	var firstErr, stopped atomic.Value
 	began := time.Now()
 	stop := func() bool {
-		return ctx.Err() != nil || (cfg.MaxRefused > 0 && nRefused.Load() >= int64(cfg.MaxRefused)) ||
-			(cfg.AskBudget > 0 && time.Since(began) >= cfg.AskBudget)
+		switch {
+		case ctx.Err() != nil:
+			return true
+		case cfg.MaxRefused > 0 && nRefused.Load() >= int64(cfg.MaxRefused):
+			stopped.CompareAndSwap(nil, "refusals")
+			return true
+		case cfg.AskBudget > 0 && time.Since(began) >= cfg.AskBudget:
+			stopped.CompareAndSwap(nil, "time")
+			return true
+		}
+		return false
 	}
 	var wg sync.WaitGroup
 	for range max(cfg.Workers, 1) {
@@ -274,25 +290,21 @@ func askAll(ctx context.Context, c *dynamolock.Client, keys []string, locks []*d
 		})
 	}
 	wg.Wait()
-	if s, ok := firstErr.Load().(string); ok {
-		first = s
+	first, _ = firstErr.Load().(string)
+	asked = min(int(next.Load()), len(keys))
+	if asked < len(keys) {
+		stoppedBy, _ = stopped.Load().(string)
 	}
-	return min(int(next.Load()), len(keys)), int(nRefused.Load()), int(nOther.Load()), first
+	return asked, int(nRefused.Load()), int(nOther.Load()), first, stoppedBy
 }
 
 // freeSample is how many of a run's keys another client takes after Close.
 const freeSample = 100
 
-// takeFree has a client without a session take up to freeSample of the
-// keys locks held, spread over them, with FailIfLocked, at once after
-// Close: they must be free without waiting for any lease.
-func takeFree(ctx context.Context, e *Env, table string, locks []*dynamolock.Lock, cfg SessionConfig) (tried, taken int, took time.Duration, err error) {
-	var keys []string
-	for _, l := range locks {
-		if l != nil {
-			keys = append(keys, l.PartitionKey())
-		}
-	}
+// takeFree has a client without a session take up to freeSample of keys,
+// those held when Close began, spread over them, with FailIfLocked, at
+// once after Close: they must be free without waiting for any lease.
+func takeFree(ctx context.Context, e *Env, table string, keys []string, cfg SessionConfig) (tried, taken int, took time.Duration, err error) {
 	if len(keys) == 0 {
 		return 0, 0, 0, nil
 	}

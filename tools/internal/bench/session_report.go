@@ -92,11 +92,12 @@ func (r *SessionResult) Markdown(cmd string) string {
 		b.w("")
 		b.w("What each column is:")
 		b.w("")
-		b.w("- **to acquire**: from the first ask to the last answer, and the keys acquired per second. **calls to acquire**: every DynamoDB call in that time (under a session, one `UpdateItem` per key and one to start the session).")
+		b.w("- **to acquire**: from the first ask to the last answer, and the keys acquired per second. **calls to acquire**: every DynamoDB call in that time (under a session, one `UpdateItem` per key, one to start the session and its renewals meanwhile, once per heartbeat period; without one, also the heartbeats of the locks already held; `DescribeTable` is the client's check of the table before its first write).")
 		b.w("- **lost**: acquired locks that ended before Close (`Err` not nil), from the first acquisition to the start of Close; when the client first counted one lost, from the first ask, and the longest this process went without running a 10 ms ticker until then (a pause longer than the lease's slack would be this process's doing, not DynamoDB's). **held at end**: those still held then.")
 		b.w("- **writes (reads) during the hold**: `UpdateItem` (`GetItem`) calls during the %s hold. Goal under a session: one per heartbeat period, within %.0f %% (%s ± %s in this hold); without one, every held lock is renewed at most once per period.",
 			r.Runs[0].Hold, 100*SessionWritesTolerance, fmt.Sprintf("%.0f", r.Runs[0].Hold.Seconds()/r.Runs[0].Heartbeat.Seconds()), fmt.Sprintf("%.0f", SessionWritesTolerance*r.Runs[0].Hold.Seconds()/r.Runs[0].Heartbeat.Seconds()))
-		b.w("- **heap per held lock**: `runtime.MemStats.HeapAlloc` after two full collections, with the locks held (at the end of the hold, the smallest of 5 samples) minus the same with the client made and nothing acquired, divided by the locks held; the run's own key and lock tables exist in both, and idle HTTP connections are closed before each measure.")
+		b.w("- **heap per held lock**: `runtime.MemStats.HeapAlloc` after two full collections, with the locks held (at the end of the hold, the smallest of 5 samples) minus the same with the client made and nothing acquired, divided by the locks held; the run's own key and lock tables exist in both, and idle HTTP connections are closed before each measure. "+
+			"What is in flight at the instant (up to 32 heartbeats without a session) moves the heap by up to about a megabyte, a few hundred bytes per lock over a few thousand locks; under a session only its renewal can be.")
 		b.w("- **CPU during the hold**: user + system time of this process and of DynamoDB Local over the hold, in cores.")
 		b.w("- **Close**: the time `Close` took and the DynamoDB calls it made (goal under a session: 1, the session's end, whatever it held); **free after Close**: keys, spread over those held, that a client without a session took with `FailIfLocked` right after Close (no lease waited), and how long the %d acquisitions at once took.", freeSample)
 		b.w("- **met** (under a session): every key acquired and held to the end, 0 lost, writes within the goal, Close one call.")
@@ -119,6 +120,12 @@ func (x *SessionRun) row() string {
 	acq := commas(int64(x.Acquired))
 	if x.Refused > 0 || x.NotAsked() > 0 || x.OtherErrors > 0 {
 		acq += fmt.Sprintf(" (%s refused; %s not asked", commas(int64(x.Refused)), commas(int64(x.NotAsked())))
+		switch x.StoppedBy {
+		case "refusals":
+			acq += fmt.Sprintf(", the asking stopped at %s refusals", commas(int64(x.MaxRefused)))
+		case "time":
+			acq += fmt.Sprintf(", the asking stopped after %s", x.AskBudget)
+		}
 		if x.OtherErrors > 0 {
 			acq += fmt.Sprintf("; %s other errors", commas(int64(x.OtherErrors)))
 		}
@@ -136,6 +143,9 @@ func (x *SessionRun) row() string {
 	}
 	writes := fmt.Sprintf("%s (%s)", commas(int64(x.HoldWrites())), commas(int64(x.HoldCalls["GetItem"])))
 	per := fmt.Sprintf("%.2f", x.WritesPerPeriod())
+	if x.WritesPerPeriod() >= 100 {
+		per = commas(int64(x.WritesPerPeriod() + 0.5))
+	}
 	if !x.Plain {
 		per += " (" + metWord(x.WritesMet()) + ")"
 	}
@@ -205,12 +215,30 @@ func (t *TakeoverRun) Markdown() string {
 		commas(int64(t.N)), secsCell(t.LastWrite), secsCell(t.LeaseEnd), secsCell(t.AEnded.Q(0)), secsCell(t.AEnded.Max()),
 		commas(int64(t.ALost)), took, ratio, commas(int64(t.Higher)), commas(int64(t.N)), ms(t.MinMargin), t.BCalls,
 		loadCell(t.LoadStart, t.LoadEnd), yes(t.Met()))
+	if len(t.BItems) > 0 {
+		b.w("")
+		b.w("%s", t.callsByItem())
+	}
 	b.w("")
 	b.w("A's session lease ends one lease after A sent its last write that landed (its last renewal): A's locks end then, by A's clock, without a DynamoDB call. "+
 		"B judges A's session dead once it has seen the session item unchanged for a full lease on its own clock, writes the session's end mark once, and then takes each lock with one write; "+
 		"an acquisition that asks after the end mark takes its key at once. Goal: every lock taken, each with a higher fencing token, never while A counted it held, "+
 		"in about one lease (not one lease per lock), read as within %.0f leases of the cut; every lock of A lost.", TakeoverLeases)
 	return b.String()
+}
+
+// callsByItem says what B's calls from the cut were for.
+func (t *TakeoverRun) callsByItem() string {
+	n := func(k string) int { return t.BItems[k] }
+	s := fmt.Sprintf("B's calls from the cut, by the item they addressed: the lock items, %s `UpdateItem` (%.2f per lock: an acquisition that asks first writes, and that write fails on the dead session's item, then takes it) and %s `GetItem` (the polls of acquisitions that waited); "+
+		"A's session item, %s `UpdateItem` (the end mark; more than one when acquisitions that judged it dead together each sent it, and all but one found it ended) and %s `GetItem` (B's reads of it, at most one per refresh period for the whole client); "+
+		"B's own session item, %s `UpdateItem` (its start and its renewals).",
+		commas(int64(n("UpdateItem lock"))), float64(n("UpdateItem lock"))/float64(max(t.N, 1)), commas(int64(n("GetItem lock"))),
+		commas(int64(n("UpdateItem dead session"))), commas(int64(n("GetItem dead session"))), commas(int64(n("UpdateItem own session"))))
+	if o := n("UpdateItem other") + n("GetItem other") + n("GetItem own session"); o > 0 {
+		s += fmt.Sprintf(" Other items: %s calls.", commas(int64(o)))
+	}
+	return s
 }
 
 // secsCell formats a time from the cut in seconds, signed.

@@ -83,12 +83,20 @@ func TestSessionRows(t *testing.T) {
 	p.HeapHeld = p.HeapBefore + 4500*600
 	p.CloseCalls, p.CloseTime, p.CPUServer = Calls{"UpdateItem": 4500}, 2*time.Second, 0
 	p.FreeTaken = 99
+	p.StoppedBy = "refusals"
 	if p.Met() {
 		t.Error("a run without a session is never met")
 	}
-	want = "| 10,000 | per-lock | 4,900 (1,000 refused; 4,000 not asked) | 4s (1,225/s) | 10,005 UpdateItem | **400** (first at 1m15s; longest pause of this process before it 12ms) | 4,500 | 270,000 (0) | 4500.00 | 600 B | 0.01 / n/a | 2s, 4,500 UpdateItem | 99 of 100 in 250ms | 2.5 → 3.2 | — |"
+	want = "| 10,000 | per-lock | 4,900 (1,000 refused; 4,000 not asked, the asking stopped at 1,000 refusals) | 4s (1,225/s) | 10,005 UpdateItem | **400** (first at 1m15s; longest pause of this process before it 12ms) | 4,500 | 270,000 (0) | 4,500 | 600 B | 0.01 / n/a | 2s, 4,500 UpdateItem | 99 of 100 in 250ms | 2.5 → 3.2 | — |"
 	if got := p.row(); got != want {
 		t.Errorf("per-lock row:\n got %s\nwant %s", got, want)
+	}
+
+	p.StoppedBy, p.AskBudget, p.HeapHeld = "time", 2*time.Minute, p.HeapBefore-4500*300
+	for _, want := range []string{"4,000 not asked, the asking stopped after 2m0s)", "| −300 B |"} {
+		if got := p.row(); !strings.Contains(got, want) {
+			t.Errorf("per-lock row lacks %q: %s", want, got)
+		}
 	}
 
 	// Each goal, missed alone, makes the run not met.
@@ -118,6 +126,7 @@ func goodTakeover() *TakeoverRun {
 		BTook:  NewDist([]time.Duration{3500 * time.Millisecond, 3100 * time.Millisecond, 3300 * time.Millisecond, 4200 * time.Millisecond}),
 		Higher: 4, MinMargin: 490 * time.Millisecond,
 		BCalls:    Calls{"UpdateItem": 10, "GetItem": 7},
+		BItems:    Calls{"UpdateItem lock": 8, "GetItem lock": 5, "UpdateItem dead session": 1, "GetItem dead session": 2, "UpdateItem own session": 1},
 		LoadStart: 1, LoadEnd: 1.5,
 	}
 	return t
@@ -135,6 +144,15 @@ func TestTakeoverMarkdown(t *testing.T) {
 	md := tk.Markdown()
 	if !strings.Contains(md, "\n"+row+"\n") {
 		t.Errorf("takeover table lacks the row\n%s\nin:\n%s", row, md)
+	}
+	for _, want := range []string{"the lock items, 8 `UpdateItem` (2.00 per lock", "and 5 `GetItem` (the polls",
+		"A's session item, 1 `UpdateItem` (the end mark", "and 2 `GetItem` (B's reads", "B's own session item, 1 `UpdateItem` (its start"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("takeover section lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Other items") {
+		t.Errorf("takeover section counts other items where there are none:\n%s", md)
 	}
 	if !strings.Contains(md, "`go -C tools run ./cmd/lockbench session -n 0 -takeover 4 -lease 3s -heartbeat 1s -acquire-workers 2`") {
 		t.Errorf("takeover section lacks its command:\n%s", md)

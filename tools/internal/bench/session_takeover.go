@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/arielsrv/dynamolock/v2"
 )
@@ -50,8 +55,11 @@ type TakeoverRun struct {
 	// MinMargin is the least, over the keys, of B's acquisition minus the
 	// close of A's Done for that key: negative means B held a key while A
 	// still counted it held.
-	MinMargin          time.Duration
-	BCalls             Calls // B's DynamoDB calls from the cut to the last lock
+	MinMargin time.Duration
+	BCalls    Calls // B's DynamoDB calls from the cut to the last lock
+	// BItems is BCalls by the item each addressed: "UpdateItem lock",
+	// "GetItem dead session", "UpdateItem own session", ...
+	BItems             Calls
 	LoadStart, LoadEnd float64
 }
 
@@ -79,7 +87,19 @@ func MeasureTakeover(ctx context.Context, e *Env, cfg TakeoverConfig) (*Takeover
 		_ = a.CloseWithContext(cctx) // its network is cut: nothing to release
 	}()
 	cnt := NewCounter()
-	bdb, err := e.NewDB(ctx, cnt.Option)
+	var deadSession atomic.Value // A's session's key, once known
+	items := &itemCounter{n: Calls{}, class: func(pk string) string {
+		switch {
+		case pk == deadSession.Load():
+			return "dead session"
+		case strings.HasPrefix(pk, sessionKeyPrefix):
+			return "own session"
+		case strings.HasPrefix(pk, takeoverKeyPrefix):
+			return "lock"
+		}
+		return "other"
+	}}
+	bdb, err := e.NewDB(ctx, cnt.Option, items.option)
 	if err != nil {
 		return nil, err
 	}
@@ -91,12 +111,17 @@ func MeasureTakeover(ctx context.Context, e *Env, cfg TakeoverConfig) (*Takeover
 
 	keys := make([]string, cfg.N)
 	for i := range keys {
-		keys[i] = "t-" + strconv.Itoa(i)
+		keys[i] = takeoverKeyPrefix + strconv.Itoa(i)
 	}
 	aLocks := make([]*dynamolock.Lock, cfg.N)
-	if _, _, other, first := askAll(ctx, a, keys, aLocks, SessionConfig{Workers: cfg.Workers}); other > 0 {
+	if _, _, other, first, _ := askAll(ctx, a, keys, aLocks, SessionConfig{Workers: cfg.Workers}); other > 0 {
 		return nil, fmt.Errorf("takeover: A's acquisitions: %d failed, first: %s", other, first)
 	}
+	as, err := a.Session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deadSession.Store(as.ID())
 	aTokens := make([]uint64, cfg.N)
 	for i, l := range aLocks {
 		aTokens[i] = l.FencingToken()
@@ -115,6 +140,7 @@ func MeasureTakeover(ctx context.Context, e *Env, cfg TakeoverConfig) (*Takeover
 		})
 	}
 	cnt.Take()
+	items.take()
 	cutAt := cut.kill()
 	bTook := make([]time.Time, cfg.N)
 	bLocks := make([]*dynamolock.Lock, cfg.N)
@@ -139,7 +165,7 @@ func MeasureTakeover(ctx context.Context, e *Env, cfg TakeoverConfig) (*Takeover
 		})
 	}
 	ask.Wait()
-	r.BCalls = cnt.Take()
+	r.BCalls, r.BItems = cnt.Take(), items.take()
 	// A's locks have all ended by now, or do within a lease.
 	waited := make(chan struct{})
 	go func() { watch.Wait(); close(waited) }()
@@ -179,6 +205,52 @@ func MeasureTakeover(ctx context.Context, e *Env, cfg TakeoverConfig) (*Takeover
 	r.AEnded, r.BTook = NewDist(ended), NewDist(took)
 	r.LoadEnd = loadAvg()
 	return r, nil
+}
+
+// takeoverKeyPrefix starts the keys of a takeover's locks.
+const takeoverKeyPrefix = "t-"
+
+// sessionKeyPrefix starts the key of every session item (the library's
+// docs/SESSIONS.md: "dynamolock-session:<uuid>").
+const sessionKeyPrefix = "dynamolock-session:"
+
+// itemCounter counts UpdateItem and GetItem calls by the class of the
+// partition key they address, once per operation.
+type itemCounter struct {
+	class func(pk string) string
+	mu    sync.Mutex
+	n     Calls
+}
+
+func (c *itemCounter) option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("lockbenchItemCounter",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				var op string
+				var key map[string]types.AttributeValue
+				switch p := in.Parameters.(type) {
+				case *dynamodb.UpdateItemInput:
+					op, key = "UpdateItem", p.Key
+				case *dynamodb.GetItemInput:
+					op, key = "GetItem", p.Key
+				}
+				if pk, ok := key["key"].(*types.AttributeValueMemberS); ok {
+					c.mu.Lock()
+					c.n[op+" "+c.class(pk.Value)]++
+					c.mu.Unlock()
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	})
+}
+
+// take returns the counts since the last take and resets them.
+func (c *itemCounter) take() Calls {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = Calls{}
+	return n
 }
 
 // sleepCtxErr sleeps for d, or until ctx ends (then returns its error).
