@@ -85,7 +85,7 @@ func (p SessionPlan) Command() string {
 
 // MeasureSessions runs the plan, one run at a time.
 func MeasureSessions(ctx context.Context, e *Env, p SessionPlan) (*SessionResult, error) {
-	res := &SessionResult{}
+	res := &SessionResult{Machine: machine(e), Date: time.Now().Format("2006-01-02")}
 	if p.CeilingWriters > 0 {
 		e.logf("session: the backend's raw write rate, %d writers for %s after a warm-up as long", p.CeilingWriters, p.CeilingTime)
 		c, err := MeasureCeiling(ctx, e, p.CeilingWriters, p.CeilingTime)

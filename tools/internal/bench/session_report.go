@@ -10,6 +10,8 @@ import (
 // session and, when compared, a run of the same client without one; and
 // the takeover of a dead session's locks.
 type SessionResult struct {
+	// Machine and Date say where and when it was measured ("": not said).
+	Machine, Date string
 	// Ceiling is the backend's raw write rate measured before the runs
 	// (nil: not measured).
 	Ceiling  *CeilingResult
@@ -79,6 +81,10 @@ func (r *SessionResult) Markdown(cmd string) string {
 			"DynamoDB calls are counted by SDK middleware on the client's own SDK client (once per operation, retries not counted again).",
 			cmd, x.Lease, x.Heartbeat, x.Workers, x.Hold, plain)
 		b.w("")
+		if r.Machine != "" {
+			b.w("Measured on %s. Machine: %s; the load column is its 1-minute load average (as `uptime` prints it) at each run's start and end.", r.Date, r.Machine)
+			b.w("")
+		}
 		if c := r.Ceiling; c != nil {
 			b.w("**Backend, before the runs:** %d writers doing raw conditional UpdateItems (heartbeat-shaped) for %s after a warm-up as long (which also warms DynamoDB Local's JVM for the first run): **%s writes/s** (%d errors; the warm-up ran %s/s).",
 				c.Writers, c.Duration.Round(100*time.Millisecond), commas(int64(c.OwnPerSec())), c.Errors, commas(int64(c.WarmupPerSec)))
@@ -96,11 +102,15 @@ func (r *SessionResult) Markdown(cmd string) string {
 		b.w("- **lost**: acquired locks that ended before Close (`Err` not nil), from the first acquisition to the start of Close; when the client first counted one lost, from the first ask, and the longest this process went without running a 10 ms ticker until then (a pause longer than the lease's slack would be this process's doing, not DynamoDB's). **held at end**: those still held then.")
 		b.w("- **writes (reads) during the hold**: `UpdateItem` (`GetItem`) calls during the %s hold. Goal under a session: one per heartbeat period, within %.0f %% (%s ± %s in this hold); without one, every held lock is renewed at most once per period.",
 			r.Runs[0].Hold, 100*SessionWritesTolerance, fmt.Sprintf("%.0f", r.Runs[0].Hold.Seconds()/r.Runs[0].Heartbeat.Seconds()), fmt.Sprintf("%.0f", SessionWritesTolerance*r.Runs[0].Hold.Seconds()/r.Runs[0].Heartbeat.Seconds()))
-		b.w("- **heap per held lock**: `runtime.MemStats.HeapAlloc` after two full collections, with the locks held (at the end of the hold, the smallest of 5 samples) minus the same with the client made and nothing acquired, divided by the locks held; the run's own key and lock tables exist in both, and idle HTTP connections are closed before each measure. "+
+		b.w("- **heap per held lock**: `runtime.MemStats.HeapAlloc` after two full collections, with the locks held (at the end of the hold, the smallest of 5 samples) minus the same with the client made and nothing acquired, divided by the locks held; the run's own key and lock tables exist in both, and idle HTTP connections are closed before each measure. " +
 			"What is in flight at the instant (up to 32 heartbeats without a session) moves the heap by up to about a megabyte, a few hundred bytes per lock over a few thousand locks; under a session only its renewal can be.")
 		b.w("- **CPU during the hold**: user + system time of this process and of DynamoDB Local over the hold, in cores.")
 		b.w("- **Close**: the time `Close` took and the DynamoDB calls it made (goal under a session: 1, the session's end, whatever it held); **free after Close**: keys, spread over those held, that a client without a session took with `FailIfLocked` right after Close (no lease waited), and how long the %d acquisitions at once took.", freeSample)
 		b.w("- **met** (under a session): every key acquired and held to the end, 0 lost, writes within the goal, Close one call.")
+		if rd := r.reading(); rd != "" {
+			b.w("")
+			b.w("%s", rd)
+		}
 	}
 	if t := r.Takeover; t != nil {
 		if len(r.Runs) > 0 {
@@ -109,6 +119,37 @@ func (r *SessionResult) Markdown(cmd string) string {
 		b.WriteString(t.Markdown())
 	}
 	return b.String()
+}
+
+// reading sums up what the runs show.
+func (r *SessionResult) reading() string {
+	var ns, writes, plainNs, plainHeld, plainLost []string
+	var lost int
+	for _, x := range r.Runs {
+		if x.Plain {
+			plainNs = append(plainNs, commas(int64(x.N)))
+			plainHeld = append(plainHeld, commas(int64(x.HeldAtEnd)))
+			plainLost = append(plainLost, commas(int64(x.Lost)))
+			lost += x.Lost
+			continue
+		}
+		ns = append(ns, commas(int64(x.N)))
+		writes = append(writes, commas(int64(x.HoldWrites())))
+	}
+	var b strings.Builder
+	if len(ns) > 0 {
+		fmt.Fprintf(&b, "Reading: under a session, the hold cost %s writes at N = %s: the session's renewals, one per heartbeat period whatever the number of locks held. ",
+			strings.Join(writes, " / "), strings.Join(ns, " / "))
+	}
+	if len(plainNs) > 0 {
+		fmt.Fprintf(&b, "Without one, every held lock is renewed by a write of its own, so what the client can take is bounded by the renewals it sustains against this backend, and admission control refuses (or makes wait) what would go past it: at N = %s it held %s at the end of the hold",
+			strings.Join(plainNs, " / "), strings.Join(plainHeld, " / "))
+		if lost > 0 {
+			fmt.Fprintf(&b, ", and lost %s (as in section 3b, where the backend's rate fell below what admission had measured when it let the locks go)", strings.Join(plainLost, " / "))
+		}
+		b.WriteString(".")
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // row is the run's line of the table.
@@ -221,8 +262,8 @@ func (t *TakeoverRun) Markdown() string {
 	}
 	b.w("")
 	b.w("A's session lease ends one lease after A sent its last write that landed (its last renewal): A's locks end then, by A's clock, without a DynamoDB call. "+
-		"B judges A's session dead once it has seen the session item unchanged for a full lease on its own clock, writes the session's end mark once, and then takes each lock with one write; "+
-		"an acquisition that asks after the end mark takes its key at once. Goal: every lock taken, each with a higher fencing token, never while A counted it held, "+
+		"B judges A's session dead once it has seen the session item unchanged for a full lease on its own clock, writes the session's end mark, and then takes each lock; "+
+		"an acquisition that asks once the end mark is written takes its key without waiting. Goal: every lock taken, each with a higher fencing token, never while A counted it held, "+
 		"in about one lease (not one lease per lock), read as within %.0f leases of the cut; every lock of A lost.", TakeoverLeases)
 	return b.String()
 }
@@ -230,8 +271,8 @@ func (t *TakeoverRun) Markdown() string {
 // callsByItem says what B's calls from the cut were for.
 func (t *TakeoverRun) callsByItem() string {
 	n := func(k string) int { return t.BItems[k] }
-	s := fmt.Sprintf("B's calls from the cut, by the item they addressed: the lock items, %s `UpdateItem` (%.2f per lock: an acquisition that asks first writes, and that write fails on the dead session's item, then takes it) and %s `GetItem` (the polls of acquisitions that waited); "+
-		"A's session item, %s `UpdateItem` (the end mark; more than one when acquisitions that judged it dead together each sent it, and all but one found it ended) and %s `GetItem` (B's reads of it, at most one per refresh period for the whole client); "+
+	s := fmt.Sprintf("B's calls from the cut, by the item they addressed: the lock items, %s `UpdateItem` (%.2f per lock: each acquisition's first write fails on the item the dead session holds, and a second takes it) and %s `GetItem` (the polls of acquisitions that waited); "+
+		"A's session item, %s `UpdateItem` (its end mark: more than one when several acquisitions judged it dead at once and each sent it, all but one finding it ended) and %s `GetItem` (B's reads of it); "+
 		"B's own session item, %s `UpdateItem` (its start and its renewals).",
 		commas(int64(n("UpdateItem lock"))), float64(n("UpdateItem lock"))/float64(max(t.N, 1)), commas(int64(n("GetItem lock"))),
 		commas(int64(n("UpdateItem dead session"))), commas(int64(n("GetItem dead session"))), commas(int64(n("UpdateItem own session"))))

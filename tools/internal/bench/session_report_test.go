@@ -146,7 +146,7 @@ func TestTakeoverMarkdown(t *testing.T) {
 		t.Errorf("takeover table lacks the row\n%s\nin:\n%s", row, md)
 	}
 	for _, want := range []string{"the lock items, 8 `UpdateItem` (2.00 per lock", "and 5 `GetItem` (the polls",
-		"A's session item, 1 `UpdateItem` (the end mark", "and 2 `GetItem` (B's reads", "B's own session item, 1 `UpdateItem` (its start"} {
+		"A's session item, 1 `UpdateItem` (its end mark", "and 2 `GetItem` (B's reads", "B's own session item, 1 `UpdateItem` (its start"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("takeover section lacks %q:\n%s", want, md)
 		}
@@ -182,12 +182,24 @@ func TestSessionSummary(t *testing.T) {
 	b.HoldCalls = Calls{"UpdateItem": 59}
 	plain := goodSession(1000)
 	plain.Plain = true
-	r := &SessionResult{Runs: []*SessionRun{a, plain, b}, Takeover: goodTakeover()}
+	r := &SessionResult{Runs: []*SessionRun{a, plain, b}, Takeover: goodTakeover(), Machine: "2 × a CPU", Date: "2026-12-03"}
+	if md := r.Markdown("lockbench session"); !strings.Contains(md, "Measured on 2026-12-03. Machine: 2 × a CPU; the load column") {
+		t.Errorf("the section does not say where and when:\n%s", md)
+	}
 	want := "| locks lost by one client holding N = 1,000 / 100,000 locks 1m0s under one session (§7) | 0 | 0 / 0 | yes |\n" +
 		"| writes during that hold ÷ heartbeat periods (§7) | 1.00 ± 0.10 | 1.02 / 0.98 | yes |\n" +
 		"| another client holds all 4 locks of a dead session, from its network's cut (§7) | about one lease (≤ 2) | 1.40 leases (4.2s); 4 of 4 tokens higher | yes |\n"
 	if got := sessionSummary(r); got != want {
 		t.Errorf("sessionSummary:\n%s\nwant:\n%s", got, want)
+	}
+	want = "Reading: under a session, the hold cost 61 / 59 writes at N = 1,000 / 100,000: the session's renewals, one per heartbeat period whatever the number of locks held. " +
+		"Without one, every held lock is renewed by a write of its own, so what the client can take is bounded by the renewals it sustains against this backend, and admission control refuses (or makes wait) what would go past it: at N = 1,000 it held 1,000 at the end of the hold."
+	if got := r.reading(); got != want {
+		t.Errorf("reading:\n%s\nwant:\n%s", got, want)
+	}
+	plain.Lost = 7
+	if got := r.reading(); !strings.HasSuffix(got, "it held 1,000 at the end of the hold, and lost 7 (as in section 3b, where the backend's rate fell below what admission had measured when it let the locks go).") {
+		t.Errorf("reading with a loss: %s", got)
 	}
 	b.Lost, b.HeldAtEnd, b.Acquired = 3, 99000, 99003
 	b.HoldCalls = Calls{"UpdateItem": 70}
