@@ -17,7 +17,7 @@
 #                    two processes on one lock never overlap (scripts/demo.sh)
 #   make bench       Go benchmarks, then tools/cmd/lockbench against a DynamoDB Local
 #                    started for it: writes docs/BENCHMARKS.md and
-#                    docs/benchmarks.png (about 10 minutes; not part of test)
+#                    docs/benchmarks.png (about 25 minutes; not part of test)
 
 GO       ?= go
 DDBLOCAL := bash scripts/ddblocal.sh
