@@ -530,6 +530,12 @@ func (a *acquisition) session(ctx context.Context, sent time.Time) (*Session, ti
 	}
 	s, err := a.c.sessions.current(ctx, a.c)
 	if err != nil {
+		// The start's cause (an outage, the client's Close) decides, as
+		// for a write of this call: see failed.
+		var lng *LockNotGrantedError
+		if errors.As(err, &lng) && lng.Unwrap() != nil && ctx.Err() == nil {
+			err = lng.Unwrap()
+		}
 		return nil, 0, err
 	}
 	// Claimed and held for no longer than the session's lease as it is

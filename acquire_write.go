@@ -55,13 +55,17 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 		return nil, err
 	}
 	rvn := newRVN()
+	if a.noSession {
+		rvn = newUUID(w.key, "") // a session's start: a draw of its own (sessions.current)
+	}
 	// One instant for the stored expiry and this holder's lease, taken
 	// before the send: the holder's lease never ends later than what it
 	// wrote, nor later than any observer's.
 	sent := a.c.now()
 	sess, lease, err := a.session(ctx, sent)
 	if err != nil {
-		return nil, err
+		w.forget()
+		return nil, a.failed(ctx, w, err) // no session could start: as a failed write
 	}
 	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, d.queue, sent, sess)
 	at := attempt{sent: sent, lease: lease, unsure: true, on: []*watch{w}, sess: sess}
@@ -127,7 +131,7 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 	sent := a.c.now() // one instant for the stored expiries and the locks' leases
 	sess, lease, err := a.session(ctx, sent)
 	if err != nil {
-		return nil, err
+		return nil, a.failedAll(ctx, err) // no session could start: as a failed write
 	}
 	items := make([]types.TransactWriteItem, len(a.watches))
 	for i, w := range a.watches {
@@ -212,7 +216,8 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 	sent := a.c.now()
 	sess, lease, err := a.session(ctx, sent)
 	if err != nil {
-		return nil, err
+		w.forget()
+		return nil, a.failed(ctx, w, err) // no session could start: as a failed write
 	}
 	in, _ := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent, sess)
 	at := attempt{sent: sent, lease: lease, unsure: true, on: []*watch{w}, sess: sess}

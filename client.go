@@ -51,8 +51,9 @@ type Client struct {
 
 	mu     sync.RWMutex // guards closed against registering new locks during Close
 	closed bool
-	// cleanups counts the clean-ups of acquisitions whose caller's context
-	// ended (see background); Close waits for them.
+	// cleanups counts the goroutines of background (clean-ups of
+	// acquisitions whose caller's context ended, session starts); Close
+	// waits for them.
 	cleanups  sync.WaitGroup
 	closing   chan struct{} // closed when Close starts: wakes waiting acquisitions
 	closeOnce sync.Once
@@ -385,9 +386,9 @@ func (c *Client) close(ctx context.Context) error {
 	return joinErrors(errs...)
 }
 
-// background runs f, a clean-up of an acquisition whose caller has gone,
-// in a goroutine that Close waits for, with undoTimeout to do it. Once
-// Close has begun it runs f here instead.
+// background runs f (a clean-up of an acquisition whose caller has gone, a
+// session's start) in a goroutine that Close waits for, with undoTimeout
+// to do it. Once Close has begun it runs f here instead.
 func (c *Client) background(f func(context.Context)) {
 	run := func() {
 		ctx, cancel := c.withTimeout(context.Background(), undoTimeout)

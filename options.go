@@ -241,7 +241,7 @@ func WithRefreshJitter(max time.Duration) AcquireLockOption {
 // WithData stores data in the lock item. Unless [ReplaceData] is also given,
 // data already stored in the item (for example left by [WithDataAfterRelease])
 // is kept, and data is written only when the item has none. The item must
-// keep about 14 KB of DynamoDB's 400 KB free for an [RWLock]'s readers and
+// keep about 18 KB of DynamoDB's 400 KB free for an [RWLock]'s readers and
 // a full fair queue ([WithFairness]): larger data is bad input.
 func WithData(data []byte) AcquireLockOption {
 	return func(o *acquireLockOptions) { o.data = data }

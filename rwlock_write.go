@@ -30,7 +30,8 @@ func (a *acquisition) grant(ctx context.Context, w *watch) ([]*Lock, error) {
 	sent := c.now()
 	sess, lease, err := a.session(ctx, sent)
 	if err != nil {
-		return nil, err
+		w.forget()
+		return nil, a.failed(ctx, w, err) // no session could start: as a failed write
 	}
 	var in *dynamodb.UpdateItemInput
 	var wrote *acquiredItem

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -93,11 +94,25 @@ func (c *Client) Session(ctx context.Context) (*Session, error) {
 type sessions struct {
 	mu       sync.Mutex
 	cur      *Session
-	starting chan struct{} // closed when the start in progress ends; nil when none
+	starting *sessionStart // the start in progress; nil when none
+	started  int           // sessions started so far: names the next one's draw
+}
+
+// sessionStart is a session being started: done is closed once s or err
+// is set.
+type sessionStart struct {
+	done chan struct{}
+	s    *Session
+	err  error
 }
 
 // current returns the live session, starting one if needed: one start at a
-// time, the others waiting for it within their ctx.
+// time, which every caller waits for within its ctx. The start runs in a
+// goroutine of its own (Client.background, which Close waits for), not in
+// the caller's: it is bounded apart from the caller's ctx, and what it
+// draws (the session's id, its item's record version number) does not
+// depend on which caller came first (the simulation replays a seed
+// exactly).
 func (ss *sessions) current(ctx context.Context, c *Client) (*Session, error) {
 	for {
 		ss.mu.Lock()
@@ -105,42 +120,53 @@ func (ss *sessions) current(ctx context.Context, c *Client) (*Session, error) {
 			ss.mu.Unlock()
 			return s, nil
 		}
-		if ch := ss.starting; ch != nil {
+		st := ss.starting
+		if st == nil {
+			st = &sessionStart{done: make(chan struct{})}
+			ss.starting = st
+			ss.started++
+			n := ss.started
 			ss.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, notGranted(ctx.Err(), "session: context done while waiting for the session to start")
+			c.background(func(ctx context.Context) { ss.start(ctx, c, st, n) })
+		} else {
+			ss.mu.Unlock()
+		}
+		select {
+		case <-st.done:
+			if st.err != nil {
+				return nil, st.err
 			}
+			// Started: loop, in case it has ended already.
+		case <-ctx.Done():
+			return nil, notGranted(ctx.Err(), "session: context done while waiting for the session to start")
 		}
-		ch := make(chan struct{})
-		ss.starting = ch
-		ss.mu.Unlock()
-		s, err := c.startSession(ctx)
-		ss.mu.Lock()
-		if err == nil {
-			ss.cur = s
-		}
-		ss.starting = nil
-		close(ch)
-		ss.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
 	}
+}
+
+// start starts session number n, within ctx (undoTimeout: a session's
+// item is a fresh key, taken by one write).
+func (ss *sessions) start(ctx context.Context, c *Client, st *sessionStart, n int) {
+	s, err := c.startSession(ctx, n)
+	ss.mu.Lock()
+	if err == nil {
+		ss.cur = s
+	}
+	ss.starting = nil
+	ss.mu.Unlock()
+	st.s, st.err = s, err
+	close(st.done)
 }
 
 // startSession acquires a new session item, renewed by the client's
 // heartbeat scheduler like any lock.
-func (c *Client) startSession(ctx context.Context) (*Session, error) {
+func (c *Client) startSession(ctx context.Context, n int) (*Session, error) {
 	o, err := c.acquireOptions(nil, true)
 	if err != nil {
 		return nil, err
 	}
 	o.sortKey = c.sessionSortKey()
-	key := sessionKeyPrefix + newUUID("", "")
+	// The draw names the client and the session's number: see current.
+	key := sessionKeyPrefix + newUUID(c.cfg.ownerName, "session "+strconv.Itoa(n))
 	a := c.newAcquisition(modeOne, o, []string{key}, "session "+quoteKey(key))
 	a.noSession = true
 	locks, err := a.admitThenRun(ctx)
