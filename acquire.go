@@ -155,7 +155,7 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 	var admitted admission
 	if !a.bySession() { // a session's locks need no renewal of their own
 		var err error
-		if admitted, err = a.c.admit(ctx, n, a.o.lease, a.waitEnd(a.o.lease), a.what); err != nil {
+		if admitted, err = a.c.admit(ctx, n, a.o.lease, a.admitEnd(), a.what); err != nil {
 			return nil, err
 		}
 	}
@@ -479,6 +479,19 @@ func (a *acquisition) deadlineFor(w *watch) time.Time {
 		return a.waitEnd(a.o.lease)
 	}
 	return a.deadline
+}
+
+// admitEnd is when the wait for heartbeat capacity ends (see
+// Client.admit): the wait's end, but for a try-lock that only its context
+// bounds (Do, AcquireLocks, a semaphore, an RWLock with FailIfLocked and
+// no WithAdditionalTimeToWaitForLock), which waits as long as AcquireLock
+// with FailIfLocked does: it asked not to wait for the lock, and must not
+// wait for ever for capacity instead.
+func (a *acquisition) admitEnd() time.Time {
+	if a.o.failIfLocked && a.o.additionalTimeToWait == forever {
+		return a.start.Add(satAdd(DefaultAdditionalTimeToWaitForLock, a.o.lease))
+	}
+	return a.waitEnd(a.o.lease)
 }
 
 // waitEnd is the one formula of the wait's end: the additional time to

@@ -118,10 +118,14 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // counts against the acquisition's own bounds: it ends with its context,
 // and after its lease plus [WithAdditionalTimeToWaitForLock] from its
 // start, where that bound applies, it fails with a *[LockNotGrantedError]
-// matching [ErrHeartbeatCapacity]. [Stats] counts the acquisitions that
-// waited. It applies to every acquisition but a reentrant one of a lock
-// already held; without background heartbeats it does nothing, and no
-// acquisition waits for the rate before a first heartbeat measured it.
+// matching [ErrHeartbeatCapacity]; a try-lock ([FailIfLocked]) whose only
+// other bound is its context ([Client.Do] and the recipes) waits as
+// AcquireLock's does, its lease plus [DefaultAdditionalTimeToWaitForLock].
+// [Stats] counts the acquisitions that waited. It applies to every
+// acquisition but a reentrant one of a lock already held; without
+// background heartbeats it does nothing, no acquisition waits for the rate
+// before a first heartbeat measured it, and a client that holds no lock
+// (and has let no acquisition go) takes one key whatever it measured.
 // Held locks can still be lost when DynamoDB, after granting them, gets
 // slower than the margin allows. docs/HEARTBEATS.md in the module's source
 // says how the rate is measured and how the default was chosen.
