@@ -165,6 +165,11 @@ func (c *Client) startSession(ctx context.Context, n int) (*Session, error) {
 		return nil, err
 	}
 	o.sortKey = c.sessionSortKey()
+	// Its key is drawn fresh for every session and never used again:
+	// Close deletes the item rather than leave one released item behind
+	// per session started, for ever. A client judging the session reads
+	// an absent item as ended, as a released one.
+	o.deleteLockOnRelease = true
 	// The draw names the client and the session's number: see current.
 	key := sessionKeyPrefix + newUUID(c.cfg.ownerName, "session "+strconv.Itoa(n))
 	a := c.newAcquisition(modeOne, o, []string{key}, "session "+quoteKey(key))

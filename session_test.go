@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
 // sessionOpts: a 3 s session lease renewed every 500 ms.
@@ -205,7 +206,8 @@ func TestClientWithoutSessionNeverTakesALiveSessionsLock(t *testing.T) {
 
 // TestSessionCloseFreesEveryLockAtOnce: issue 38. After Close, another
 // client takes 100 of its locks with FailIfLocked at once; Close was one
-// write.
+// write, which deleted the session's item (a session's key is never used
+// again: a released item would stay in the table for ever).
 func TestSessionCloseFreesEveryLockAtOnce(t *testing.T) {
 	table := newTable(t, "")
 	db, calls := newDB(t)
@@ -214,9 +216,15 @@ func TestSessionCloseFreesEveryLockAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	locks := acquireAll(t, ctx, c, "closed-", 100)
+	s, err := c.Session(ctx)
+	require.NoError(t, err)
 	calls.reset()
 	require.NoError(t, c.Close())
-	assert.Equal(t, map[string]int{"UpdateItem": 1}, calls.reset(), "Close ends the session with one write")
+	assert.Equal(t, map[string]int{"DeleteItem": 1}, calls.reset(), "Close ends the session with one write")
+	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: s.ID()}}})
+	require.NoError(t, err)
+	assert.Empty(t, got.Item, "the session's item after Close")
 	for _, l := range locks {
 		require.ErrorIs(t, l.Err(), dynamolock.ErrLockAlreadyReleased)
 	}
@@ -225,6 +233,28 @@ func TestSessionCloseFreesEveryLockAtOnce(t *testing.T) {
 	for i, l := range taken {
 		require.Greater(t, l.FencingToken(), locks[i].FencingToken())
 	}
+}
+
+// TestSessionCloseDeleteReplayed: the ordering that could break Close's
+// delete of the session item. Its answer is lost after it landed, and the
+// SDK sends it again: the second finds no item and fails its condition.
+// That is the release having landed, not a lock taken: Close succeeds and
+// every lock of the session ends released.
+func TestSessionCloseDeleteReplayed(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	replay := &faults.Rule{Op: "DeleteItem", Times: 1, Replay: true}
+	c, err := dynamolock.New(faults.Wrap(db, replay), table, sessionOpts...)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	locks := acquireAll(t, ctx, c, "replayed-", 10)
+	require.NoError(t, c.Close())
+	for _, l := range locks {
+		require.ErrorIs(t, l.Err(), dynamolock.ErrLockAlreadyReleased)
+	}
+	other := newClient(t, mustDB(t), table, fast...)
+	acquireAll(t, ctx, other, "replayed-", 10, dynamolock.FailIfLocked())
 }
 
 // TestSessionAcquireAndReleaseCostOneCallEach: issue 38.
