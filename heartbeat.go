@@ -86,7 +86,8 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 // its own: it renews the session (one UpdateItem, for every lock of it,
 // with the lease WithLeaseDurationToEnsure asks for), and, with
 // ReplaceHeartbeatData or DeleteData, writes the lock's data as any
-// heartbeat does (one more UpdateItem, on the lock's item).
+// heartbeat does (one more UpdateItem, on the lock's item), as it does
+// while an earlier write of the lock's item is in doubt.
 func (c *Client) sessionHeartbeat(ctx context.Context, l *Lock, s *Session, o *sendHeartbeatOptions) error {
 	if err := l.Err(); err != nil {
 		return err
@@ -95,7 +96,17 @@ func (c *Client) sessionHeartbeat(ctx context.Context, l *Lock, s *Session, o *s
 		if err := c.heartbeat(ctx, s.lock, o); err != nil {
 			return fmt.Errorf("dynamolock: heartbeat of %q: its session: %w", l.partitionKey, err)
 		}
-		return l.Err() // it ended with its session, or not
+		if !l.inDoubt() {
+			return l.Err() // it ended with its session, or not
+		}
+		// A write of the lock's own item (a data change) whose answer
+		// was lost may have landed: this heartbeat writes the item too, as
+		// a lock without a session does, so that once it returns nil the
+		// lock's data is what the item holds (the simulation's invariant
+		// 15). It costs the one write only while such a doubt stands.
+		lo := *o
+		lo.leaseDurationToEnsure = 0
+		return c.heartbeat(ctx, l, &lo)
 	}
 	so := *o
 	so.data, so.deleteData = nil, false
@@ -105,6 +116,14 @@ func (c *Client) sessionHeartbeat(ctx context.Context, l *Lock, s *Session, o *s
 	lo := *o
 	lo.leaseDurationToEnsure = 0 // the lock item's lease is the session's mark (sessionLeaseText)
 	return c.heartbeat(ctx, l, &lo)
+}
+
+// inDoubt reports whether a write of l's item whose answer has not come
+// may have landed.
+func (l *Lock) inDoubt() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.renewal.maybe) > 0 || l.renewal.pending != nil
 }
 
 // Ensure makes sure the lock stays valid for at least d: when less than d of

@@ -257,6 +257,37 @@ func TestSessionCloseDeleteReplayed(t *testing.T) {
 	acquireAll(t, ctx, other, "replayed-", 10, dynamolock.FailIfLocked())
 }
 
+// TestSessionHeartbeatSettlesALostDataWrite: the ordering that broke the
+// simulation's invariant 15 (seed 473951013). A session lock's heartbeat
+// with new data lands on the lock's item, its answer lost; the next
+// heartbeat, without data, renewed only the session, and returned nil
+// while the lock's Data was not what its item held. Now it writes the
+// lock's item too while such a write is in doubt, and learns the data.
+func TestSessionHeartbeatSettlesALostDataWrite(t *testing.T) {
+	table := newTable(t, "")
+	db, calls := newDB(t)
+	lost := &faults.Rule{Op: "UpdateItem", Match: faults.Sets("data"), Times: 1, LoseAnswer: true}
+	fdb := faults.Wrap(db)
+	c := newClient(t, fdb, table, sessionOpts...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := c.AcquireLockWithContext(ctx, "settled", dynamolock.WithData([]byte("first")))
+	require.NoError(t, err)
+	fdb.Add(lost)
+	require.Error(t, c.SendHeartbeatWithContext(ctx, l, dynamolock.ReplaceHeartbeatData([]byte("beat"))), "the answer is lost")
+	require.NoError(t, l.Err(), "a lost answer within the lease loses nothing")
+	calls.reset()
+	require.NoError(t, c.SendHeartbeatWithContext(ctx, l))
+	assert.Equal(t, map[string]int{"UpdateItem": 2}, calls.reset(), "the session's renewal and the lock item's")
+	assert.Equal(t, "beat", string(l.Data()), "the data the landed write put in the item")
+	// Settled: the next heartbeat renews the session alone.
+	require.NoError(t, c.SendHeartbeatWithContext(ctx, l))
+	assert.Equal(t, map[string]int{"UpdateItem": 1}, calls.reset())
+	got, err := c.Get("settled")
+	require.NoError(t, err)
+	assert.Equal(t, "beat", string(got.Data()))
+}
+
 // TestSessionAcquireAndReleaseCostOneCallEach: issue 38.
 func TestSessionAcquireAndReleaseCostOneCallEach(t *testing.T) {
 	table := newTable(t, "")
