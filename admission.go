@@ -75,7 +75,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		// moment would otherwise keep every single-key acquisition of an
 		// idle client out for good, Do without a deadline waiting for
 		// ever: seed 9243 of the simulation.)
-		idle := n == 1 && demand == 0 && reserved == 0
+		idle := n == 1 && demand == 0 && reserved == 0 && slack >= admissionMargin
 		fits := idle || capacity == 0 || need <= c.cfg.heartbeatAdmission*capacity && slack >= admissionMargin
 		if fits {
 			if slot, gen, ok := s.takeAdmitSlot(c.now()); ok {
