@@ -23,7 +23,7 @@ func (a *acquisition) claim(ctx context.Context, w *watch, id string) ([]*Lock, 
 	var l *Lock
 	var err error
 	if a.reader() {
-		l, err = a.holdRecord(ctx, w, a.readerRecord(w, id, at), at)
+		l, err = a.holdRecord(ctx, w, a.readerRecord(w.v.raw, id, at), at)
 	} else {
 		l, err = a.holdItem(ctx, w, w.v.raw, at)
 	}

@@ -260,11 +260,10 @@ func (a *acquisition) learnRW(w *watch, item map[string]types.AttributeValue, no
 }
 
 // readerRecord is the record of the reader's lock that the granting write
-// of attempt beat gave, on the item v shows.
-func (a *acquisition) readerRecord(w *watch, beat string, at attempt) *lockRecord {
-	var token uint64
-	if w.v.rw != nil {
-		token = w.v.rw.token
-	}
+// of attempt beat gave, on item, the answer or read that showed the
+// reader's entry. The token is taken from item itself, not from the watch's
+// view: learning item may forget the view (a session's read failed).
+func (a *acquisition) readerRecord(item map[string]types.AttributeValue, beat string, at attempt) *lockRecord {
+	token, _ := uintAttr(item, attrFencingToken)
 	return &lockRecord{owner: a.c.cfg.ownerName, lease: at.lease, rvn: beat, fencingToken: token}
 }

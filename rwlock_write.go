@@ -60,7 +60,7 @@ func (a *acquisition) grant(ctx context.Context, w *watch) ([]*Lock, error) {
 		if a.rw.writer {
 			l, err = a.holdItem(ctx, w, item, at)
 		} else if err = a.learn(ctx, w, item, nil); err == nil {
-			l, err = a.holdRecord(ctx, w, a.readerRecord(w, beat, at), at)
+			l, err = a.holdRecord(ctx, w, a.readerRecord(item, beat, at), at)
 		}
 		if l == nil || err != nil {
 			return nil, err // no lock: lost before it could be returned; decided anew
