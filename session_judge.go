@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,37 +47,72 @@ func (s sessionState) deadAt(now time.Time) time.Time {
 type sessionJudge struct {
 	mu   sync.Mutex
 	m    map[string]*sessionState
-	busy map[string]chan struct{} // a read or end mark of the session in flight: closed when it ends
+	busy map[string]*turnQueue // a read or end mark of the session in flight, and who waits for the turn
+}
+
+// turnQueue is the acquisitions waiting for the turn of one session, in
+// the order they came: the turn passes to the first (its channel is
+// closed), never to whichever goroutine the Go scheduler runs first, so
+// that a seed of the simulation replays exactly.
+type turnQueue struct {
+	waiters []chan struct{}
 }
 
 // turn waits until no read or end mark of session key is in flight in
 // this client, or ctx ends, and takes the turn; the function it returns
-// gives it back.
+// gives it back (to the acquisition that waited longest, if any). A ctx
+// whose deadline passes at the instant the turn comes ends the wait, as
+// Client.sleep decides such ties.
 func (j *sessionJudge) turn(ctx context.Context, key string) (func(), error) {
-	for {
-		j.mu.Lock()
-		ch, busy := j.busy[key]
-		if !busy {
-			if j.busy == nil {
-				j.busy = make(map[string]chan struct{})
-			}
-			ch = make(chan struct{})
-			j.busy[key] = ch
-			j.mu.Unlock()
-			return func() {
-				j.mu.Lock()
-				delete(j.busy, key)
-				j.mu.Unlock()
-				close(ch)
-			}, nil
+	j.mu.Lock()
+	q, busy := j.busy[key]
+	if !busy {
+		if j.busy == nil {
+			j.busy = make(map[string]*turnQueue)
 		}
+		j.busy[key] = &turnQueue{}
 		j.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		return func() { j.passTurn(key) }, nil
 	}
+	ch := make(chan struct{})
+	q.waiters = append(q.waiters, ch)
+	j.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	if ctx.Err() == nil && !deadlinePassed(ctx) {
+		return func() { j.passTurn(key) }, nil // ch was closed: the turn is this call's
+	}
+	j.mu.Lock()
+	select {
+	case <-ch:
+		// Handed the turn as ctx ended: pass it on.
+		j.mu.Unlock()
+		j.passTurn(key)
+	default:
+		q.waiters = slices.DeleteFunc(q.waiters, func(w chan struct{}) bool { return w == ch })
+		j.mu.Unlock()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, context.DeadlineExceeded
+}
+
+// passTurn gives the turn of session key to the acquisition that waited
+// longest for it, or frees it.
+func (j *sessionJudge) passTurn(key string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	q := j.busy[key]
+	if len(q.waiters) == 0 {
+		delete(j.busy, key)
+		return
+	}
+	next := q.waiters[0]
+	q.waiters = q.waiters[1:]
+	close(next)
 }
 
 // knownSession returns what is known of session key when it is ended, or was read
