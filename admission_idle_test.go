@@ -143,3 +143,45 @@ func TestAdmissionTryLockWaitIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// A client that holds nothing but has let an acquisition go that waits for
+// a key held elsewhere is not idle (that acquisition's share is
+// reserved), and its meter, which read a slow moment, cannot read again
+// until it holds a lock. Before the fix every further acquisition waited
+// to its deadline for good; now a reading older than the meter's memory
+// (10 s) with nothing held counts as unmeasured.
+func TestAdmissionStaleMeterWithAWaiterLetsGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, db := newIdleTestClient(t)
+		l := slowMoment(t, c, db, "before", 8500*time.Millisecond, 1)
+		if _, err := c.ReleaseLock(l); err != nil {
+			t.Fatal(err)
+		}
+		other, err := dynamolock.New(db.Conn, "locks", dynamolock.WithLeaseDuration(10*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if _, err := other.AcquireLock("busy"); err != nil {
+			t.Fatal(err)
+		}
+		// A waiter of c, let go while nothing is held (idle), waits for
+		// "busy" for as long as its context allows.
+		ctx, cancel := context.WithCancel(context.Background())
+		waiting := make(chan error, 1)
+		go func() {
+			waiting <- c.Do(ctx, "busy", func(context.Context, *dynamolock.Lock) error { return nil })
+		}()
+		time.Sleep(12 * time.Second) // past the meter's memory, with no beat of c
+		start := time.Now()
+		l, err = c.AcquireLock("free", dynamolock.WithLockLease(2*time.Second))
+		if err != nil {
+			t.Fatalf("refused after %s beside a waiter: %v", time.Since(start), err)
+		}
+		if _, err := c.ReleaseLock(l); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		<-waiting
+	})
+}

@@ -19,6 +19,7 @@ type capacityMeter struct {
 	capacityBits  atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
 	rttNanos      atomic.Int64  // the moving average of beats' round trips
 	riseFromNanos atomic.Int64  // Unix ns from which a stale saturated rate rises (see capacityAt); 0: it does not
+	lastBeatNanos atomic.Int64  // Unix ns when the last successful beat ended; 0: none yet
 
 	// Owned by the scheduler's loop goroutine.
 	rtt time.Duration // moving average of successful beats' round trips
@@ -45,7 +46,15 @@ func (m *capacityMeter) beat(rtt time.Duration, now time.Time) {
 		m.rtt += (rtt - m.rtt) / 8
 	}
 	m.rttNanos.Store(int64(m.rtt))
+	m.lastBeatNanos.Store(now.UnixNano())
 	m.measure(now)
+}
+
+// heardSince reports whether a successful beat ended within d before now
+// (true before any beat: nothing measured is not stale).
+func (m *capacityMeter) heardSince(now time.Time, d time.Duration) bool {
+	last := m.lastBeatNanos.Load()
+	return last == 0 || now.UnixNano()-last <= int64(d)
 }
 
 // idle records that a worker was free: the current window measures no
