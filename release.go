@@ -33,7 +33,9 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // still this owner's; once the loss is recorded (at the lease's end, by the
 // heartbeat scheduler or by a heartbeat that failed then) nothing is sent,
 // and the item, no longer renewed, is free to others already. It returns
-// [ErrLockAlreadyReleased] when the lock was released before;
+// [ErrLockAlreadyReleased] when the lock was released before (a lock held
+// by a session: also when this client's Close ended the session, which
+// freed the lock, while the release was on its way);
 // [ErrCannotReleaseNullLock] for a nil lock;
 // [ErrOwnerMismatched] for a lock of another owner, and (itself, unwrapped,
 // as in v2) for a zero Lock.
@@ -112,6 +114,10 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 			break
 		}
 		if l.releasedBefore(ccf.Item) {
+			if c.freedBySessionEnd(l, ccf.Item) {
+				l.end(nil)
+				return false, fmt.Errorf("dynamolock: release %q: %w (this client's Close ended its session, which freed it)", l.partitionKey, l.ended())
+			}
 			err = nil // a first send whose answer was lost had released it
 			break
 		}
@@ -184,6 +190,27 @@ func (l *Lock) releasedBefore(item map[string]types.AttributeValue) bool {
 		return rec.released
 	}
 	return rec != nil && rec.fencingToken > l.FencingToken()
+}
+
+// freedBySessionEnd reports whether the lock l, held by a session, may have
+// been freed by the end of its session rather than by an earlier send of
+// its own release, given item (as releasedBefore read it): this client's
+// Close has begun (it ends the session, which frees every lock of it, and
+// another client may take the key at once), and item does not show this
+// acquisition's own release mark. The two leave the same item (gone, or
+// taken with a higher fencing token, or without this reader's entry): the
+// release then reports the lock already released, which it is, and not a
+// release of its own, which it may not be (the simulation's invariant 5).
+func (c *Client) freedBySessionEnd(l *Lock, item map[string]types.AttributeValue) bool {
+	if !l.bySession || !c.isClosed() {
+		return false
+	}
+	if len(item) != 0 && !l.reader {
+		if rec, ours := l.ownItem(item); ours && rec.released {
+			return false // its own mark: this release landed
+		}
+	}
+	return true
 }
 
 // forceRelease releases the item a read-only view of this client's own owner
