@@ -133,8 +133,21 @@ func (a *acquisition) acquireOne(ctx context.Context) (*Lock, error) {
 			return nil, notGranted(err, "key %q: context done while waiting for another reentrant acquisition of the key", w.key)
 		}
 		defer leave()
-		if l := c.here.held(w.regKey); l != nil {
-			return l, nil
+		for {
+			l, wait := c.here.adoptable(w.regKey)
+			if wait == nil {
+				if l != nil {
+					return l, nil
+				}
+				break
+			}
+			// A multi-key acquisition of this client registered the key
+			// and may still release it: the lock is not its to give yet.
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return nil, notGranted(context.Cause(ctx), "key %q: context done while another acquisition of this client decided whether to keep the key", w.key)
+			}
 		}
 	}
 	locks, err := a.admitThenRun(ctx)
@@ -437,7 +450,8 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 	if v.rec != nil {
 		in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
 		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
-			if l := c.here.held(w.regKey); l != nil {
+			l, publishing := c.here.adoptable(w.regKey)
+			if l != nil {
 				cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 				a.leaveQueues(cctx) // WithFairness: this call's entry, if any, is not needed
 				cancel()
@@ -447,7 +461,9 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 				// It ended while this call left the queue: never return a
 				// lock already ended; decide on what the item shows.
 			}
-			in.inFlightHere = c.here.inFlight(v.rec.rvn)
+			// Not ours to take while another acquisition here writes it,
+			// or has it and may still release it.
+			in.inFlightHere = c.here.inFlight(v.rec.rvn) || publishing != nil
 		}
 	}
 	w.next = a.fairly(w, decide(in), in.now, in.deadline)

@@ -60,6 +60,11 @@ type here struct {
 
 	gates keyGates
 	seen  observations
+
+	// publishing: registry keys whose locks a multi-key acquisition has
+	// registered and not returned yet (it may still release them: see
+	// holdAll), each with a channel closed when it is done; guarded by mu.
+	publishing map[string]chan struct{}
 }
 
 func newHere(maxObservations int) here {
@@ -75,6 +80,44 @@ func (h *here) held(regKey string) *Lock {
 		return nil // ending: it leaves the registry in a moment
 	}
 	return l
+}
+
+// adoptable returns the lock held here for regKey that a reentrant
+// acquisition may return as its own, if any. While a multi-key acquisition
+// still decides whether to keep the lock it registered for regKey, there
+// is none yet: wait is then a channel closed once it has decided (the
+// lock is then returned to that caller, or released).
+func (h *here) adoptable(regKey string) (l *Lock, wait <-chan struct{}) {
+	h.mu.RLock()
+	ch := h.publishing[regKey]
+	h.mu.RUnlock()
+	if ch != nil {
+		return nil, ch
+	}
+	return h.held(regKey), nil
+}
+
+// publish marks regKeys as publishing (see adoptable) until done is called.
+func (h *here) publish(regKeys []string) (done func()) {
+	ch := make(chan struct{})
+	h.mu.Lock()
+	if h.publishing == nil {
+		h.publishing = make(map[string]chan struct{})
+	}
+	for _, k := range regKeys {
+		h.publishing[k] = ch // one acquisition holds a key at a time
+	}
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		for _, k := range regKeys {
+			if h.publishing[k] == ch {
+				delete(h.publishing, k)
+			}
+		}
+		h.mu.Unlock()
+		close(ch)
+	}
 }
 
 // count is the number of locks in the registry.

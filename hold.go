@@ -123,6 +123,15 @@ func (a *acquisition) holdAll(ctx context.Context, rvn string, at attempt) ([]*L
 	clear(a.attempts) // from here on the locks release themselves
 	// The RVN settles after the registers (see here, rule 1).
 	defer c.here.settled(rvn)
+	// Until this call returns the locks or releases them, none of them is
+	// a reentrant acquisition's to return: one given to it and released
+	// here would leave it believing it holds the key (the simulation's
+	// invariant 2, seed 3901 on 08d90f6).
+	regKeys := make([]string, len(a.watches))
+	for i, w := range a.watches {
+		regKeys[i] = w.regKey
+	}
+	defer c.here.publish(regKeys)()
 	for i, l := range locks {
 		if err := c.register(ctx, l); err != nil {
 			// register released l itself; release the others, registered
