@@ -45,9 +45,11 @@ import (
 // when ctx ends or the client closes.
 //
 // Nothing is measured until a first heartbeat completes: until then every
-// acquisition is admitted (and reserved). Without background heartbeats
-// there is nothing to protect; nor when the client holds no lock and has
-// let no acquisition go, for an acquisition of one key.
+// acquisition is admitted (and reserved); so too once the client holds no
+// lock and no beat ended for measureMemory (what the meter read is then as
+// old as the last lock). Without background heartbeats there is nothing to
+// protect; nor when the client holds no lock and has let no acquisition
+// go, for an acquisition of one key.
 func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline time.Time, what string) (admission, error) {
 	if err := checkContext(ctx); err != nil {
 		// Every acquisition passes here before its first call: a kind of

@@ -124,8 +124,10 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // [Stats] counts the acquisitions that waited. It applies to every
 // acquisition but a reentrant one of a lock already held; without
 // background heartbeats it does nothing, no acquisition waits for the rate
-// before a first heartbeat measured it, and a client that holds no lock
-// (and has let no acquisition go) takes one key whatever it measured.
+// before a first heartbeat measured it, a client that holds no lock (and
+// has let no acquisition go) takes one key whatever it measured, and a
+// client that holds no lock and has sent no heartbeat for 10 s (the
+// meter's memory) counts its rate as not measured yet.
 // Held locks can still be lost when DynamoDB, after granting them, gets
 // slower than the margin allows. docs/HEARTBEATS.md in the module's source
 // says how the rate is measured and how the default was chosen.
