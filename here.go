@@ -21,6 +21,9 @@ import (
 //     being handed to a woken waiter, waits among the waiters instead of
 //     writing (busy);
 //   - gates: reentrant acquisitions of one key take turns;
+//   - publishing: the keys a multi-key acquisition registered and may
+//     still release; a reentrant acquisition waits until it has decided
+//     (adoptable);
 //   - observations: the RVN last seen in another owner's item per key, and
 //     when it was first seen, so that FailIfLocked can take over a dead
 //     owner's lock across calls.
