@@ -17,12 +17,12 @@ type capacityMeter struct {
 
 	// Published (float64 bits; nanoseconds).
 	capacityBits  atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
-	rttNanos      atomic.Int64  // the average round trip of recent beats (see beat)
+	rttNanos      atomic.Int64  // the moving average of beats' round trips (see beat)
 	riseFromNanos atomic.Int64  // Unix ns from which a stale saturated rate rises (see capacityAt); 0: it does not
 	lastBeatNanos atomic.Int64  // Unix ns when the last successful beat ended; 0: none yet
 
 	// Owned by the scheduler's loop goroutine.
-	rtt      time.Duration // average of successful beats' round trips, weighted by their age (see beat)
+	rtt      time.Duration // moving average of successful beats' round trips (see beat)
 	lastBeat time.Time     // when the last successful beat ended
 	// The renewal rate measured while every worker was busy: a window
 	// counts successful beats, and measures the rate if no worker was
@@ -41,23 +41,26 @@ func newCapacityMeter(workers int) capacityMeter {
 
 // beat counts a successful heartbeat that took rtt, ending at now.
 //
-// The round trip is an average weighted by age: a beat's weight falls by
-// e for every rttMemory that passes after it (at least 1/rttMinWeight of
-// the average goes to each beat, so that beats ending at one instant all
-// count). A moving average over the last beats, whatever their age, kept
-// one beat that spanned a pause of the process (12 s) in the capacity for
-// as many beats as it took to wash out: a client renewing one lock a
-// second read a tenth of the rate its beats showed for 15 s after it, and
-// refused acquisitions without cause (the simulation's seed 48476682,
-// invariant 14). Weighted by age, the meter forgets within its memory
-// what it no longer sees; while beats are slow, every one of them says so.
+// The round trip is a moving average that rises slowly and falls with
+// time: a beat slower than the average counts for an eighth (one beat
+// that spanned a pause of the process must not make the scheduler give up
+// every lock waiting for a worker, nor shut admission); a faster one
+// counts the more, the longer since the last beat, at least for an eighth,
+// so that the average falls by e for every rttMemory of faster beats.
+// Falling by an eighth a beat, whatever their age, a first beat that
+// spanned a pause of 12 s kept the average at 4.8 s fifteen seconds of
+// beats later, for a client renewing one lock a second: it read a tenth of
+// the rate its beats showed, and refused acquisitions without cause (the
+// simulation's seed 48476682, invariant 14).
 func (m *capacityMeter) beat(rtt time.Duration, now time.Time) {
-	if m.rtt == 0 {
+	switch {
+	case m.rtt == 0:
 		m.rtt = rtt
-	} else {
+	case rtt >= m.rtt:
+		m.rtt += (rtt - m.rtt) / 8
+	default:
 		w := 1 - math.Exp(-float64(now.Sub(m.lastBeat))/float64(rttMemory))
-		w = max(w, 1.0/rttMinWeight)
-		m.rtt += time.Duration(w * float64(rtt-m.rtt))
+		m.rtt += time.Duration(max(w, 1.0/8) * float64(rtt-m.rtt))
 	}
 	m.lastBeat = now
 	m.rttNanos.Store(int64(m.rtt))
@@ -107,8 +110,8 @@ func rise(rate float64, k int64, little float64) float64 {
 	return max(rate, min(rate*math.Pow(1.25, float64(min(k, 64))), little))
 }
 
-// roundTrip is the average round trip of recent heartbeats (see beat); 0
-// before the first successful beat.
+// roundTrip is the moving average of heartbeats' round trips (see beat);
+// 0 before the first successful beat.
 func (m *capacityMeter) roundTrip() time.Duration { return time.Duration(m.rttNanos.Load()) }
 
 // measure counts a successful beat and publishes the capacity: the lowest
@@ -116,7 +119,7 @@ func (m *capacityMeter) roundTrip() time.Duration { return time.Duration(m.rttNa
 // stayed busy (what the workers and DynamoDB together sustained at their
 // worst: a lock admitted at the average rate is lost in the next dip that
 // lasts longer than its lease's slack), or, before any such window,
-// workers / round trip (Little's law, from the age-weighted average of recent
+// workers / round trip (Little's law, from the moving average of recent
 // beats' round trips), which overestimates when the workers are not the
 // bottleneck.
 //
@@ -193,13 +196,9 @@ const (
 	measureMemory  = 10 * time.Second // satWindows holds this many windows
 )
 
-// rttMemory is the time over which a beat's weight in the average round
-// trip falls by e (see capacityMeter.beat); rttMinWeight bounds from
-// below the weight of each beat, as 1/rttMinWeight.
-const (
-	rttMemory    = time.Second
-	rttMinWeight = 64
-)
+// rttMemory is the time in which faster beats bring the average round
+// trip down by e (see capacityMeter.beat).
+const rttMemory = time.Second
 
 // satWindow is one saturated window's end and rate.
 type satWindow struct {

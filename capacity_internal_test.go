@@ -7,10 +7,9 @@ import (
 
 // A beat that spanned a pause (the simulation's seed 48476682: a client
 // stalled for 12.6 s with one heartbeat in flight) is one round trip among
-// many: once the meter's memory (measureMemory) has passed with fast beats
-// after it, the capacity the meter reads is what those beats sustain.
-// Before, the round trip was a moving average over the last eight or so
-// beats, whatever their age: fifteen seconds of beats once a second left
+// many: after a few seconds (rttMemory each) of fast beats, the capacity
+// the meter reads is what those beats sustain. Before, the round trip fell
+// by an eighth a beat, whatever their age: fifteen seconds of beats once a second left
 // it at 4.8 s, the capacity at 0.2 renewals/s for one worker where the
 // beats showed ten, and the client refused acquisitions without cause (the
 // simulation's invariant 14).
@@ -34,16 +33,22 @@ func TestCapacityMeterForgetsAnOldSlowBeat(t *testing.T) {
 	}
 }
 
-// Many beats that end at one instant (a burst, or virtual time) all count:
-// the round trip they show is theirs, not the first one's alone.
-func TestCapacityMeterCountsBeatsOfOneInstant(t *testing.T) {
-	m := newCapacityMeter(4)
+// One slow beat among fast ones counts for an eighth, however long after
+// the last beat it ends: a beat that spanned a 12 s pause of the process,
+// after 100 ms ones, must not raise the round trip to 12 s, or the
+// heartbeat scheduler, which gives a waiting lock up at once when less than
+// two round trips of its lease are left, would give up every lock queued
+// for a worker after the pause, those a 100 ms beat could still save.
+func TestCapacityMeterOneSlowBeatCountsForAnEighth(t *testing.T) {
+	m := newCapacityMeter(32)
 	now := time.Unix(1000, 0)
-	m.beat(10*time.Millisecond, now)
-	for range 200 {
-		m.beat(time.Second, now)
+	for range 100 {
+		now = now.Add(100 * time.Millisecond)
+		m.beat(100*time.Millisecond, now)
 	}
-	if got := m.roundTrip(); got < 500*time.Millisecond {
-		t.Errorf("200 beats of 1 s at one instant after one of 10 ms: round trip %s, want near 1 s", got)
+	now = now.Add(12 * time.Second)
+	m.beat(12200*time.Millisecond, now)
+	if got := m.roundTrip(); got > 2*time.Second {
+		t.Errorf("after 100 ms beats, one of 12.2 s ending 12 s after the last: round trip %s, want under 2 s", got)
 	}
 }
