@@ -91,13 +91,20 @@ func (h *here) held(regKey string) *Lock {
 // is none yet: wait is then a channel closed once it has decided (the
 // lock is then returned to that caller, or released).
 func (h *here) adoptable(regKey string) (l *Lock, wait <-chan struct{}) {
+	// One look at both: publish marks a key before its lock is registered,
+	// so a lock found here without a mark was not registered by a call
+	// still deciding.
 	h.mu.RLock()
 	ch := h.publishing[regKey]
+	l = h.locks[regKey]
 	h.mu.RUnlock()
 	if ch != nil {
 		return nil, ch
 	}
-	return h.held(regKey), nil
+	if l == nil || !l.held() {
+		return nil, nil // ending: it leaves the registry in a moment
+	}
+	return l, nil
 }
 
 // publish marks regKeys as publishing (see adoptable) until done is called.

@@ -35,7 +35,8 @@ func (c *Client) ReleaseLock(lock *Lock, opts ...ReleaseLockOption) (bool, error
 // and the item, no longer renewed, is free to others already. It returns
 // [ErrLockAlreadyReleased] when the lock was released before (a lock held
 // by a session: also when this client's Close ended the session, which
-// freed the lock, while the release was on its way);
+// freed the lock, while the release was on its way; the loss, if Close
+// could not end the session);
 // [ErrCannotReleaseNullLock] for a nil lock;
 // [ErrOwnerMismatched] for a lock of another owner, and (itself, unwrapped,
 // as in v2) for a zero Lock.
