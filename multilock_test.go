@@ -378,44 +378,6 @@ func TestAcquireLocksReadBackPastTheLease(t *testing.T) {
 	require.Equal(t, 2, probeHeld(t, db, table, m.OwnerName(), []string{"a", "b"}))
 }
 
-// slowReadBack is DynamoDB Local with every UpdateItem answered after a
-// delay (so the client measures a long heartbeat round trip) and, once
-// armed, the reads after a transaction answered only when little of the
-// lease the transaction granted is left.
-type slowReadBack struct {
-	*dynamodb.Client
-	beat  time.Duration // added to every UpdateItem
-	left  time.Duration // what a read after a transaction leaves of lease
-	lease time.Duration
-	armed atomic.Bool
-	// slowReads: the next this many reads are slow, as when armed.
-	slowReads atomic.Int32
-	mu        sync.Mutex
-	sent      time.Time // the last transaction's send
-}
-
-func (d *slowReadBack) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	time.Sleep(d.beat)
-	return d.Client.UpdateItem(ctx, in, opts...)
-}
-
-func (d *slowReadBack) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	d.mu.Lock()
-	d.sent = time.Now()
-	d.mu.Unlock()
-	return d.Client.TransactWriteItems(ctx, in, opts...)
-}
-
-func (d *slowReadBack) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if d.armed.Load() || d.slowReads.Add(-1) >= 0 {
-		d.mu.Lock()
-		until := d.sent.Add(d.lease - d.left)
-		d.mu.Unlock()
-		time.Sleep(time.Until(until))
-	}
-	return d.Client.GetItem(ctx, in, opts...)
-}
-
 // Found by the simulation (invariant 13, seed 639): an AcquireLocks whose
 // read-backs ended with less of the lease left than two heartbeat round
 // trips returned its locks, and the heartbeat scheduler declared one of
@@ -426,7 +388,7 @@ func (d *slowReadBack) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o
 func TestAcquireLocksReturnedLateAreRenewedWhenWorkersAreFree(t *testing.T) {
 	const lease, beat = 6 * time.Second, 500 * time.Millisecond
 	raw, _ := newDB(t)
-	db := &slowReadBack{Client: raw, beat: beat, left: 3 * beat / 2, lease: lease}
+	db := &lateReadBacks{api: raw, beat: beat, left: 3 * beat / 2, lease: lease}
 	table := newTable(t, "")
 	c := newClient(t, db, table, dynamolock.WithLeaseDuration(lease), dynamolock.WithHeartbeatPeriod(time.Second))
 	ctx := context.Background()
@@ -459,7 +421,7 @@ func TestAcquireLocksNeverReturnsALockTheSchedulerGivesUp(t *testing.T) {
 	// the fix in place.
 	synctest.Test(t, func(t *testing.T) {
 		const lease, beat = 6 * time.Second, 500 * time.Millisecond
-		db := &lateReadBacks{Conn: dynamolocktest.New().Conn(), beat: beat, left: 3 * beat / 2, lease: lease}
+		db := &lateReadBacks{api: dynamolocktest.New().Conn(), beat: beat, left: 3 * beat / 2, lease: lease}
 		c, err := dynamolock.New(db, "locks", dynamolock.WithLeaseDuration(lease), dynamolock.WithHeartbeatPeriod(time.Second),
 			dynamolock.WithHeartbeatConcurrency(1))
 		require.NoError(t, err)

@@ -15,17 +15,26 @@ import (
 	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 )
 
-// lateReadBacks is slowReadBack on the model, in virtual time: every
-// UpdateItem takes beat; the next slowReads reads end when left of the
-// last transaction's lease remains; and the first UpdateItem on one of
-// the keys in onBeatKeys after a transaction runs onBeat first.
+// lateAPI is what lateReadBacks wraps: DynamoDB Local's client, or the
+// model's connection (in virtual time).
+type lateAPI interface {
+	dynamolock.DynamoDBClient
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// lateReadBacks answers every UpdateItem after beat (so the client
+// measures a long heartbeat round trip) and, while armed or for the next
+// slowReads reads, the reads after a transaction only when left of the
+// lease the transaction granted remains. The first UpdateItem on one of
+// onBeatKeys runs onBeat first.
 type lateReadBacks struct {
-	*dynamolocktest.Conn
+	api               lateAPI
 	beat, left, lease time.Duration
+	armed             atomic.Bool
 	slowReads         atomic.Int32
 
 	mu         sync.Mutex
-	sent       time.Time
+	sent       time.Time // the last transaction's send
 	onBeatKeys map[string]bool
 	onBeat     func()
 }
@@ -43,24 +52,36 @@ func (d *lateReadBacks) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemI
 		f()
 	}
 	time.Sleep(d.beat)
-	return d.Conn.UpdateItem(ctx, in, o...)
+	return d.api.UpdateItem(ctx, in, o...)
 }
 
 func (d *lateReadBacks) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	d.mu.Lock()
 	d.sent = time.Now()
 	d.mu.Unlock()
-	return d.Conn.TransactWriteItems(ctx, in, o...)
+	return d.api.TransactWriteItems(ctx, in, o...)
 }
 
 func (d *lateReadBacks) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if d.slowReads.Add(-1) >= 0 {
+	if d.armed.Load() || d.slowReads.Add(-1) >= 0 {
 		d.mu.Lock()
 		until := d.sent.Add(d.lease - d.left)
 		d.mu.Unlock()
 		time.Sleep(time.Until(until))
 	}
-	return d.Conn.GetItem(ctx, in, o...)
+	return d.api.GetItem(ctx, in, o...)
+}
+
+func (d *lateReadBacks) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return d.api.PutItem(ctx, in, o...)
+}
+
+func (d *lateReadBacks) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return d.api.DeleteItem(ctx, in, o...)
+}
+
+func (d *lateReadBacks) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, o ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	return d.api.CreateTable(ctx, in, o...)
 }
 
 // TestReentrantNeverAdoptsALockAcquireLocksGivesBack: the ordering that
@@ -76,7 +97,7 @@ func (d *lateReadBacks) GetItem(ctx context.Context, in *dynamodb.GetItemInput, 
 func TestReentrantNeverAdoptsALockAcquireLocksGivesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const lease, beat = 6 * time.Second, 500 * time.Millisecond
-		db := &lateReadBacks{Conn: dynamolocktest.New().Conn(), beat: beat, left: 3 * beat / 2, lease: lease}
+		db := &lateReadBacks{api: dynamolocktest.New().Conn(), beat: beat, left: 3 * beat / 2, lease: lease}
 		c, err := dynamolock.New(db, "locks", dynamolock.WithLeaseDuration(lease),
 			dynamolock.WithHeartbeatPeriod(time.Second), dynamolock.WithHeartbeatConcurrency(1))
 		if err != nil {
