@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/clock"
 	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
@@ -513,4 +514,60 @@ func TestSessionReleaseBesideClose(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, taken.FencingToken(), view.FencingToken(), "the other client still holds the key")
 	assert.False(t, view.IsReleased())
+}
+
+// jumpClock is the host's clock with an offset that a test moves forward
+// at once, as a host's clock reads after its process was paused: the
+// client's timers still wait their durations of real time, so its
+// heartbeat scheduler hears of the jump only at its next wake.
+type jumpClock struct{ ahead atomic.Int64 }
+
+func (k *jumpClock) Now() time.Time { return time.Now().Add(time.Duration(k.ahead.Load())) }
+
+func (k *jumpClock) NewTimer(d time.Duration) clock.Timer { return jumpTimer{time.NewTimer(d)} }
+
+func (k *jumpClock) WithDeadline(ctx context.Context, t time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, t.Add(-time.Duration(k.ahead.Load())))
+}
+
+type jumpTimer struct{ *time.Timer }
+
+func (t jumpTimer) C() <-chan time.Time { return t.Timer.C }
+
+// TestSessionLockEndsWhenItsSessionLapsesHere: issue 38, "every lock of
+// it ends when the session's lease runs out by the holder's clock". The
+// host's clock jumps past the session's lease (a pause); before the
+// scheduler's next wake records anything, every lock of the session
+// already answers lost, as a lock with a lease of its own does: a holder
+// that checks its lock after a pause must not go on. (Mutation row M32:
+// a lock that asked only for its session's recorded end answered nil
+// here.)
+func TestSessionLockEndsWhenItsSessionLapsesHere(t *testing.T) {
+	table := newTable(t, "")
+	k := &jumpClock{}
+	opts := append(append([]dynamolock.ClientOption{}, sessionOpts...), clock.ClientOption(k).(dynamolock.ClientOption))
+	c := newClient(t, mustDB(t), table, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	locks := acquireAll(t, ctx, c, "jumped-", 5)
+	s, err := c.Session(ctx)
+	require.NoError(t, err)
+	for _, l := range locks {
+		require.NoError(t, l.Err())
+	}
+	k.ahead.Store(int64(time.Hour)) // the pause: past the 3 s session lease
+	require.ErrorIs(t, s.Err(), dynamolock.ErrLockLost)
+	for _, l := range locks {
+		require.ErrorIs(t, l.Err(), dynamolock.ErrLockLost, "the session's lease ran out here")
+		require.ErrorIs(t, l.Err(), dynamolock.ErrLeaseExpired)
+		require.True(t, l.IsExpired())
+	}
+	// The scheduler then records the end: every Done closes.
+	for _, l := range locks {
+		select {
+		case <-l.Done():
+		case <-ctx.Done():
+			t.Fatal("a lock of the lapsed session never ended")
+		}
+	}
 }

@@ -58,5 +58,5 @@ func (t realTimer) C() <-chan time.Time { return t.Timer.C }
 // ClientOption returns a dynamolock.ClientOption (as any: this package
 // cannot name the type) that makes the client read time and wait through
 // c. The root package sets it at initialisation; only the simulation
-// calls it.
+// and tests call it.
 var ClientOption func(c Clock) any
