@@ -117,7 +117,11 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		if l.releasedBefore(ccf.Item) {
 			if c.freedBySessionEnd(l, ccf.Item) {
 				l.end(nil)
-				return false, fmt.Errorf("dynamolock: release %q: %w (this client's Close ended its session, which freed it)", l.partitionKey, l.ended())
+				why := "this client's Close ended its session, which freed it"
+				if !errors.Is(l.ended(), ErrLockAlreadyReleased) {
+					why = "this client's Close was ending its session"
+				}
+				return false, fmt.Errorf("dynamolock: release %q: %w (%s)", l.partitionKey, l.ended(), why)
 			}
 			err = nil // a first send whose answer was lost had released it
 			break

@@ -509,6 +509,7 @@ func TestSessionReleaseBesideClose(t *testing.T) {
 	got := <-released
 	assert.False(t, got.ok, "the release changed nothing: Close had freed the lock")
 	require.ErrorIs(t, got.err, dynamolock.ErrLockAlreadyReleased)
+	assert.Contains(t, got.err.Error(), "Close ended its session, which freed it")
 	require.ErrorIs(t, l.Err(), dynamolock.ErrLockAlreadyReleased)
 	view, err := other.Get("beside-close")
 	require.NoError(t, err)
