@@ -15,7 +15,8 @@ import (
 // admission's end when it ends, with whether it holds its locks then. It waits
 // while either holds:
 //
-//   - the renewal rate the held locks need at least (one renewal per lease
+//   - the renewal rate the held locks need at least (renewalNeed: the
+//     scheduler's own rule, one renewal per lease less two round trips
 //     each), plus the share of the acquisitions let go and not yet held
 //     (each counted from the moment it goes, so that many acquisitions at
 //     once cannot all pass one look at the load), plus these n, exceeds
@@ -61,7 +62,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		return admission{}, nil
 	}
 	s := c.sched
-	extra := float64(n) / lease.Seconds()
+	extra := float64(n) * renewalNeed(lease, s.meter.roundTrip()) // the scheduler's own rule
 	units := int64(math.Ceil(extra * reserveUnit))
 	waited := false
 	for {

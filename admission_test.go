@@ -257,9 +257,12 @@ func TestAdmissionSlotsAloneNeverRefuse(t *testing.T) {
 	slow := &faults.Rule{Op: "UpdateItem", Match: isHeartbeat, Before: faults.Sleep(100 * time.Millisecond)}
 	held := &faults.Rule{Op: "UpdateItem", Match: faults.Sets("ownerName"), Times: 1, Before: gate.Wait}
 	fdb := faults.Wrap(db, slow)
-	// One heartbeat worker: one slot.
+	// Four heartbeat workers: one slot (a quarter of them), and the
+	// renewals a 300 ms lease needs at a 100 ms round trip by the
+	// scheduler's rule (one per 100 ms: the lease less two round trips),
+	// which one worker could not give it.
 	c := newClient(t, fdb, table, dynamolock.WithLeaseDuration(2*time.Second), dynamolock.WithHeartbeatPeriod(100*time.Millisecond),
-		dynamolock.WithHeartbeatConcurrency(1))
+		dynamolock.WithHeartbeatConcurrency(4))
 	ctx := context.Background()
 	warm, err := c.AcquireLockWithContext(ctx, "warm")
 	require.NoError(t, err)

@@ -112,7 +112,8 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // taking more locks than it can renew: a new acquisition waits, before its
 // first DynamoDB call, while the held locks and it would need more than
 // fraction of the renewals per second the client has measured its
-// heartbeats can make (a lock needs one per lease), or while the heartbeat
+// heartbeats can make (a lock needs one per lease less two round trips:
+// the scheduler's own rule), or while the heartbeat
 // that has waited longest for a worker has less than a tenth of its lease
 // left; bursts of acquisitions are also let go a few at a time. The wait
 // counts against the acquisition's own bounds: it ends with its context,

@@ -21,7 +21,7 @@ type schedEntry struct {
 	wake    int64   // next time the loop must look at the lock
 	due     int64   // end of the lease when queued: the ready heap's order
 	retryAt int64   // after a failed beat: when to try again (0: none)
-	need    float32 // renewals per second the lock needs at least (1/lease), counted in demand
+	need    float32 // renewals per second the lock needs at least (renewalNeed), counted in demand
 	backoff int32   // after a failed beat: milliseconds the last retry waited
 	index   int32   // position in the wake heap plus one; 0 when absent
 	beating bool    // a heartbeat is in flight
@@ -44,7 +44,7 @@ type beatResult struct {
 // first.
 //
 // It also publishes what admission control needs: the renewal rate the
-// held locks need at least (one renewal per lease each), and feeds the
+// held locks need at least (renewalNeed each), and feeds the
 // meter of the rate the workers sustain (see capacityMeter) with every
 // successful beat.
 type scheduler struct {
@@ -257,6 +257,32 @@ func (s *scheduler) loop() {
 	}
 }
 
+// The scheduler's one rule of what it can keep, which admission control
+// calls too (Client.admit), so that what admission lets in at a steady
+// backend the scheduler keeps.
+//
+// lossMargin is the lease a beat must still have when a worker takes it
+// while other beats wait for one: with less it could not land in time (its
+// own round trip, and as much again for a backend busy with the beats
+// ahead of it), and the scheduler declares the lock lost rather than take
+// a worker from locks that can still be saved (dispatch).
+func lossMargin(rtt time.Duration) time.Duration { return 2 * rtt }
+
+// renewalNeed is the renewals per second a lock of lease needs at least for
+// the scheduler to keep it at round trip rtt: one in every stretch its beat
+// may wait, the lease less lossMargin. Under earliest-deadline order, locks
+// whose needs add up to no more than the rate the workers sustain are all
+// renewed in time. A lease within the margin cannot be kept at any rate:
+// its need is one renewal per round trip, more than a worker gives it.
+// Before any round trip is measured (rtt 0) it is one renewal per lease.
+func renewalNeed(lease, rtt time.Duration) float64 {
+	usable := lease - lossMargin(rtt)
+	if usable < rtt || usable <= 0 {
+		usable = max(rtt, time.Millisecond)
+	}
+	return 1 / usable.Seconds()
+}
+
 // at is t as the entries hold it: nanoseconds since the epoch.
 func (s *scheduler) at(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
 
@@ -283,7 +309,7 @@ func (s *scheduler) update(l *Lock, now time.Time) {
 		}
 		return
 	}
-	s.setNeed(e, float32(1/lease.Seconds()))
+	s.setNeed(e, float32(renewalNeed(lease, s.meter.rtt)))
 	wake := s.at(leaseEnd)
 	if !monitorAt.IsZero() {
 		wake = min(wake, s.at(monitorAt))
@@ -365,7 +391,7 @@ func (s *scheduler) dispatch(now time.Time) {
 			s.update(l, now)
 			continue
 		}
-		if len(s.ready) >= s.slots && s.meter.rtt > 0 && left < 2*s.meter.rtt {
+		if len(s.ready) >= s.slots && s.meter.rtt > 0 && left < lossMargin(s.meter.rtt) {
 			// Overloaded (more locks wait than the workers left once this
 			// one takes a slot) and this beat could not land before the
 			// lease ends: sending it would only take a worker from locks
@@ -393,7 +419,7 @@ func (s *scheduler) dispatch(now time.Time) {
 	slack := math.Inf(1)
 	if len(s.ready) > 0 {
 		e := &s.ready[0].sched
-		slack = float64(e.due-s.at(now)) / 1e9 * float64(e.need)
+		slack = float64(e.due-s.at(now)-int64(lossMargin(s.meter.rtt))) / 1e9 * float64(e.need)
 	}
 	s.slackBits.Store(math.Float64bits(slack))
 	if draining {

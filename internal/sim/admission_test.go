@@ -135,7 +135,14 @@ func (w *world) checkRefusal(cl *simClient, err error) {
 			held++
 		}
 	}
-	need := float64(held+cl.asking) / cl.lease.Seconds()
+	// The library's rule (renewalNeed in scheduler.go): a lock needs one
+	// renewal per lease less two round trips, the lease a beat must keep
+	// when a worker takes it; at the slowest round trip, here.
+	usable := cl.lease - 2*slowest
+	if usable < slowest {
+		usable = slowest
+	}
+	need := float64(held+cl.asking) / usable.Seconds()
 	could := float64(cl.workers) / slowest.Seconds()
 	if need*2 <= dynamolock.DefaultHeartbeatAdmission*could {
 		w.violate(14, "%s refused an acquisition without cause: %v; it holds %d and asks for %d (need %.1f renewals/s), and its %d heartbeat workers at the slowest round trip of the last %s (%s, %d beats) renew %.1f/s",

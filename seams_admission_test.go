@@ -1,0 +1,71 @@
+package dynamolock_test
+
+// Issue 46: a seam where a path written before sessions met session
+// locks. Each test here failed before its fix.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
+)
+
+// TestSeamAdmissionKeepsWhatItAdmitsAtASteadyBackend: seam 4, in virtual
+// time on the model. 4 heartbeat workers, a 1 s lease renewed every
+// 250 ms, every write answered in a steady 200 ms, and an acquisition of a
+// new key every 300 ms: admission control uses the scheduler's own rule, so
+// none of the locks it admits is lost (it refuses the rest).
+func TestSeamAdmissionKeepsWhatItAdmitsAtASteadyBackend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		slow := func(ctx context.Context) error {
+			select {
+			case <-time.After(200 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		db := faults.Wrap(dynamolocktest.New().Conn(), &faults.Rule{Op: "UpdateItem", Before: slow})
+		c, err := dynamolock.New(db, "locks", dynamolock.WithLeaseDuration(time.Second),
+			dynamolock.WithHeartbeatPeriod(250*time.Millisecond), dynamolock.WithHeartbeatConcurrency(4))
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.CreateTableWithContext(ctx, "locks")
+		require.NoError(t, err)
+
+		var locks []*dynamolock.Lock
+		refused := 0
+		for i := range 24 {
+			l, err := c.AcquireLockWithContext(ctx, fmt.Sprintf("k%d", i))
+			switch {
+			case errors.Is(err, dynamolock.ErrHeartbeatCapacity):
+				refused++
+			case err != nil:
+				t.Fatalf("key k%d: %v", i, err)
+			default:
+				locks = append(locks, l)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		time.Sleep(5 * time.Second) // held: the renewals of what was admitted
+		lost := 0
+		for _, l := range locks {
+			if l.Err() != nil {
+				lost++
+				t.Logf("%s: %v", l.PartitionKey(), l.Err())
+			}
+		}
+		t.Logf("admitted %d, refused %d, lost %d", len(locks), refused, lost)
+		require.NotEmpty(t, locks)
+		require.Zero(t, lost, "a lock admitted at a steady backend is kept")
+	})
+}
