@@ -449,6 +449,9 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 		deadline: a.deadlineFor(w), jitter: randomUpTo(a.o.refreshJitter), handsChanged: w.hands.changes}
 	if v.rec != nil {
 		in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
+		if v.rec.session != "" && v.rec.owner == c.cfg.ownerName {
+			in.ownSession = c.sessions.liveKey()
+		}
 		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
 			l, publishing := c.here.adoptable(w.regKey)
 			if l != nil {

@@ -318,6 +318,7 @@ func (a *acquisition) undo(ctx context.Context) {
 	type target struct {
 		w      *watch
 		reader bool
+		sess   *Session
 	}
 	byKey := make(map[target][]string)
 	var order []target
@@ -327,7 +328,7 @@ func (a *acquisition) undo(ctx context.Context) {
 			continue
 		}
 		for _, w := range at.on {
-			t := target{w, at.reader}
+			t := target{w, at.reader, at.sess}
 			if byKey[t] == nil {
 				order = append(order, t)
 			}
@@ -347,6 +348,7 @@ func (a *acquisition) undo(ctx context.Context) {
 		if err != nil && !errors.As(err, &ccf) {
 			c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
 				slogKey(t.w.key), slogErr(err))
+			c.freeLater(t.sess, t.w.key, in)
 		}
 	}
 }

@@ -48,6 +48,7 @@ type Client struct {
 	sessions sessions     // WithSession: the client's session
 	observed sessionJudge // what the client has seen of sessions that hold locks
 	plain    plainAcquire // the common acquiring write's names and expressions
+	giveUps  giveUps      // WithSession: take-backs of locks given up, sent again (giveup.go)
 
 	mu     sync.RWMutex // guards closed against registering new locks during Close
 	closed bool
@@ -57,6 +58,14 @@ type Client struct {
 	cleanups  sync.WaitGroup
 	closing   chan struct{} // closed when Close starts: wakes waiting acquisitions
 	closeOnce sync.Once
+	// abandoned ends when the context given to Close ended before the
+	// client's own work did (abandon): every context of withTimeout ends
+	// with it.
+	abandoned context.Context
+	abandon   context.CancelFunc
+	// closingCtx ends when Close begins, as closing is closed.
+	closingCtx  context.Context
+	markClosing context.CancelFunc
 }
 
 // New returns a client for the lock table tableName. It validates every
@@ -73,6 +82,8 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		closing: make(chan struct{}),
 		table:   tableCheck{sem: make(chan struct{}, 1)},
 	}
+	c.abandoned, c.abandon = context.WithCancel(context.Background())
+	c.closingCtx, c.markClosing = context.WithCancel(context.Background())
 	for _, opt := range opts { // a ClientOption writes into c.cfg, here only
 		if opt != nil {
 			opt(c)
@@ -280,16 +291,28 @@ func (c *Client) readLock(ctx context.Context, key string, sk *string) (*Lock, e
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", key, err)
 	}
-	if rec.session != "" && !rec.released {
-		// Held by a session: as its session is (docs/SESSIONS.md), one
-		// more consistent GetItem.
-		st, err := c.sessionState(ctx, rec.session, 0)
-		if err != nil {
-			return nil, fmt.Errorf("dynamolock: get %q: its session: %w", key, err)
-		}
-		rec.released, rec.lease = st.ended, st.lease
+	if err := c.throughSession(ctx, rec, 0); err != nil {
+		return nil, fmt.Errorf("dynamolock: get %q: %w", key, err)
 	}
 	return newReadOnlyLock(c, key, sk, rec, c.now()), nil
+}
+
+// throughSession makes rec, an item just read for a view (Get, a listing,
+// an election's leader), say what its session says when a session holds
+// it (docs/SESSIONS.md): released once the session ended, with the
+// session's lease while it lives. It reads the session's item (one
+// consistent GetItem) unless this client read it within maxAge. Every
+// read-only view of an item goes through it.
+func (c *Client) throughSession(ctx context.Context, rec *lockRecord, maxAge time.Duration) error {
+	if rec.session == "" || rec.released {
+		return nil
+	}
+	st, err := c.sessionState(ctx, rec.session, maxAge)
+	if err != nil {
+		return fmt.Errorf("its session %q: %w", rec.session, err)
+	}
+	rec.released, rec.lease = st.ended, st.lease
+	return nil
 }
 
 // HasLock reports whether this client holds the lock on key under sort key
@@ -341,6 +364,7 @@ func (c *Client) close(ctx context.Context) error {
 	c.closed = true
 	c.mu.Unlock()
 	close(c.closing)
+	c.markClosing()
 
 	// No more heartbeats: each lock's release is sent instead, in the
 	// order of the ends of the leases, by as many goroutines as there are
@@ -381,9 +405,30 @@ func (c *Client) close(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	c.cleanups.Wait() // each bounded by undoTimeout
+	// Each clean-up is bounded by undoTimeout, and by ctx: once it ends,
+	// what is still under way is abandoned (its calls' contexts end, see
+	// withTimeout) and Close returns as soon as those goroutines do.
+	cleaned := make(chan struct{})
+	go func() {
+		c.cleanups.Wait()
+		close(cleaned)
+	}()
+	select {
+	case <-cleaned:
+	case <-ctx.Done():
+		c.abandon()
+		<-cleaned
+	}
 	errs = append(errs, c.sched.stop(ctx))
 	return joinErrors(errs...)
+}
+
+// closingContext returns ctx, ended also when Close begins: for work that
+// has no use once the client closes (a session's start).
+func (c *Client) closingContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.closingCtx, func() { cancel(ErrClientClosed) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // background runs f (a clean-up of an acquisition whose caller has gone, a

@@ -38,9 +38,18 @@ func (c *Client) until(t time.Time) time.Duration { return t.Sub(c.cfg.clock.Now
 // newTimer returns a timer of the client's clock.
 func (c *Client) newTimer(d time.Duration) clock.Timer { return c.cfg.clock.NewTimer(d) }
 
-// withTimeout is context.WithTimeout on the client's clock.
+// withTimeout is context.WithTimeout on the client's clock, for the work
+// the client does on its own (clean-ups, undo, a session's start): it also
+// ends when the context given to Close ends (Client.abandon), so that
+// CloseWithContext returns by its deadline, whatever its clean-ups were
+// given.
 func (c *Client) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return c.cfg.clock.WithDeadline(ctx, c.cfg.clock.Now().Add(d))
+	ctx, cancel := c.cfg.clock.WithDeadline(ctx, c.cfg.clock.Now().Add(d))
+	if c.abandoned == nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(c.abandoned, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // withDeadline is context.WithDeadline on the client's clock.

@@ -73,6 +73,10 @@ type decideInput struct {
 	// handsChanged is how many times the key changed hands while this
 	// call waited (for the timeout's message).
 	handsChanged int
+	// ownSession is the key of this client's live session (WithSession),
+	// "" when none: a reentrant call adopts a session's lock only when it
+	// is this session's.
+	ownSession string
 }
 
 // decide is the acquisition's one decision: from what is known of the item
@@ -104,7 +108,10 @@ func decide(in decideInput) decision {
 			}
 			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
 		}
-		if in.o.reentrant && !in.inFlightHere {
+		if in.o.reentrant && !in.inFlightHere && (rec.session == "" || rec.session == in.ownSession) {
+			// A lock of another live session is not adoptable: its holder
+			// renews no lease of its own, so it would never learn of the
+			// adoption. It is judged by its session below, as any holder.
 			return decision{step: stepWrite, takeover: rec.rvn, reentrant: true} // Java's reentrant: an item naming our owner is ours to take
 		}
 	}
@@ -127,7 +134,8 @@ func decide(in decideInput) decision {
 	case !in.now.Before(staleAt):
 		return decision{step: stepWrite, takeover: rec.rvn, stale: true, endSessions: end}
 	case in.o.failIfLocked:
-		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: lease, ownOwner: rec.owner == in.owner}, "FailIfLocked")}
+		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: lease, ownOwner: rec.owner == in.owner,
+			bySession: rec.session != "" && rec.session != in.ownSession}, "FailIfLocked")}
 	case !in.now.Before(in.deadline):
 		te := &TimeoutError{Age: in.now.Sub(in.start)}
 		if in.handsChanged > 0 {

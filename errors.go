@@ -242,11 +242,17 @@ type LockHeldError struct {
 	LeaseDuration time.Duration
 
 	ownOwner bool // Owner is the acquiring client's own owner name
+	// bySession: the key is held by another client's session, which no
+	// other client adopts, WithReentrant or not.
+	bySession bool
 }
 
 func (e *LockHeldError) Error() string {
 	s := fmt.Sprintf("key %q is held by owner %q (lease %s)", e.Key, e.Owner, e.LeaseDuration)
-	if e.ownOwner {
+	switch {
+	case e.ownOwner && e.bySession:
+		s += ", this client's own owner name, through another client's live session: a session's lock is not adopted by another client, even WithReentrant; it is free once that session ends"
+	case e.ownOwner:
 		s += ", this client's own owner name: the key is held by this client (or another with the same owner name); use WithReentrant to get the held lock"
 	}
 	return s

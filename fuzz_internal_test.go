@@ -5,6 +5,7 @@ package dynamolock
 // Run with e.g. go test -run '^$' -fuzz '^FuzzDecodeItem$' -fuzztime 1m .
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strconv"
@@ -131,7 +132,7 @@ func FuzzDecodeItem(f *testing.F) {
 			// A listing of the item reports the same error, with the key.
 			item[client.cfg.partitionKeyName] = &types.AttributeValueMemberS{Value: "k"}
 			item[client.cfg.sortKeyName] = &types.AttributeValueMemberS{Value: "v"}
-			if _, err := client.viewOf(item, time.Now()); !errors.As(err, &fe) {
+			if _, err := client.viewOf(context.Background(), item, time.Now()); !errors.As(err, &fe) {
 				t.Fatalf("viewOf: %v", err)
 			}
 			return

@@ -240,7 +240,12 @@ func (a *acquisition) releaseLost(ctx context.Context, locks []*Lock) {
 			_, _ = c.releaseLock(rctx, l, &releaseLockOptions{bestEffort: true})
 			continue
 		}
-		_, _ = c.updateItem(rctx, c.takeBackInput(l, l.RecordVersionNumber()))
+		in := c.takeBackInput(l, l.RecordVersionNumber())
+		_, err := c.updateItem(rctx, in)
+		var ccf *types.ConditionalCheckFailedException
+		if err != nil && !errors.As(err, &ccf) {
+			c.freeLater(l.heldBy(), l.partitionKey, in)
+		}
 	}
 }
 

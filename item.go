@@ -115,7 +115,12 @@ func (s schema) decodeItem(item map[string]types.AttributeValue) (*lockRecord, e
 	if v, ok := item[attrLeaseExpiresRVN].(*types.AttributeValueMemberS); ok {
 		r.expiryRVN = v.Value
 	}
-	if v, ok := item[attrSession]; ok {
+	if v, ok := item[attrSession]; ok && r.lease == maxLease {
+		// A session's lock: only a session-acquiring write of this library
+		// sets the attribute with this lease. Another client's write that
+		// copied the attribute in (dynamolock v2 copies what it does not
+		// know) wrote its own lease: that item is judged by its lease, never
+		// by a session its writer did not set (docs/SESSIONS.md).
 		s, ok := v.(*types.AttributeValueMemberS)
 		if !ok || s.Value == "" {
 			return nil, &ItemFormatError{Attribute: attrSession, Reason: "not a non-empty string"}

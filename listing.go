@@ -30,7 +30,7 @@ func (c *Client) AllLocks(ctx context.Context) iter.Seq2[*Lock, error] {
 			return
 		}
 		in := &dynamodb.ScanInput{TableName: aws.String(c.cfg.tableName), ConsistentRead: aws.Bool(true)}
-		c.paginate(func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+		c.paginate(ctx, func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 			in.ExclusiveStartKey = start
 			out, err := c.scan(ctx, "AllLocks", in)
 			if err != nil {
@@ -66,7 +66,7 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 			ExpressionAttributeNames:  b.names,
 			ExpressionAttributeValues: b.values,
 		}
-		c.paginate(func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+		c.paginate(ctx, func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 			in.ExclusiveStartKey = start
 			out, err := c.query(ctx, "LocksByPartitionKey", in)
 			if err != nil {
@@ -79,25 +79,27 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 
 // paginate yields the views of every page's items, fetching the next page
 // only when the loop asks for more, and stops after a failed page.
-func (c *Client) paginate(page func(start map[string]types.AttributeValue) (items []map[string]types.AttributeValue, next map[string]types.AttributeValue, err error), yield func(*Lock, error) bool) {
+func (c *Client) paginate(ctx context.Context, page func(start map[string]types.AttributeValue) (items []map[string]types.AttributeValue, next map[string]types.AttributeValue, err error), yield func(*Lock, error) bool) {
 	var start map[string]types.AttributeValue
+	began := c.now()
 	for {
 		items, next, err := page(start)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		if !c.yieldItems(items, yield) || len(next) == 0 {
+		if !c.yieldItems(ctx, items, began, yield) || len(next) == 0 {
 			return
 		}
 		start = next
 	}
 }
 
-func (c *Client) yieldItems(items []map[string]types.AttributeValue, yield func(*Lock, error) bool) bool {
-	now := c.now()
+// yieldItems yields the views of items, listed by a listing that began at
+// began: a session holding many of them is read once by the listing.
+func (c *Client) yieldItems(ctx context.Context, items []map[string]types.AttributeValue, began time.Time, yield func(*Lock, error) bool) bool {
 	for _, item := range items {
-		l, err := c.viewOf(item, now)
+		l, err := c.viewOf(ctx, item, began)
 		if !yield(l, err) {
 			return false
 		}
@@ -106,8 +108,9 @@ func (c *Client) yieldItems(items []map[string]types.AttributeValue, yield func(
 }
 
 // viewOf turns a listed item into a read-only view, or the live lock when
-// this client holds exactly that item.
-func (c *Client) viewOf(item map[string]types.AttributeValue, now time.Time) (*Lock, error) {
+// this client holds exactly that item. A session's lock is read through its
+// session, read once since the listing began.
+func (c *Client) viewOf(ctx context.Context, item map[string]types.AttributeValue, began time.Time) (*Lock, error) {
 	pk, ok := item[c.cfg.partitionKeyName].(*types.AttributeValueMemberS)
 	if !ok {
 		return nil, &ItemFormatError{Attribute: c.cfg.partitionKeyName, Reason: "missing or not of type S"}
@@ -127,5 +130,8 @@ func (c *Client) viewOf(item map[string]types.AttributeValue, now time.Time) (*L
 	if err != nil {
 		return nil, fmt.Errorf("dynamolock: lock %q: %w", pk.Value, err)
 	}
-	return newReadOnlyLock(c, pk.Value, sk, rec, now), nil
+	if err := c.throughSession(ctx, rec, c.since(began)); err != nil {
+		return nil, fmt.Errorf("dynamolock: lock %q: %w", pk.Value, err)
+	}
+	return newReadOnlyLock(c, pk.Value, sk, rec, c.now()), nil
 }

@@ -134,6 +134,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 	case err == nil:
 	case o.bestEffort:
 		l.log(slog.LevelWarn, "best-effort release failed; the lock expires after its lease", slogErr(err))
+		c.freeLater(l.heldBy(), l.partitionKey, c.takeBackInput(l, l.RecordVersionNumber()))
 	case surelyNotApplied(err):
 		// Never sent, or DynamoDB rejected it and no earlier attempt of
 		// the call (an SDK retry) failed without an answer: nothing
@@ -144,6 +145,7 @@ func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions
 		// may hold the item now or soon. The lock must not look held.
 		l.lose(ErrReleaseOutcomeUnknown, err)
 		l.log(slog.LevelWarn, "release outcome unknown; the lock is no longer held here", slogErr(err))
+		c.freeLater(l.heldBy(), l.partitionKey, c.takeBackInput(l, l.RecordVersionNumber()))
 		return false, fmt.Errorf("dynamolock: release %q: %w: %w", l.partitionKey, ErrReleaseOutcomeUnknown, err)
 	}
 	if !deleteLock && o.data != nil {
@@ -270,10 +272,15 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 		update = "SET #r = :r, " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
 	}
 	switch {
-	case l.bySession:
+	case l.bySession || l.kind == lockView:
 		// A released item names no session; a session's lock has no
-		// stored expiry.
+		// stored expiry. A view (a forced release) may show a session's
+		// lock: the name goes with it, or a client that copies unknown
+		// attributes (dynamolock v2) would carry it into its own lock.
 		update += " REMOVE " + b.name("#s", attrSession)
+		if l.kind == lockView {
+			update += ", " + expiryAttrs(b)
+		}
 	case c.cfg.clockSkewBound > 0:
 		// The stored expiry this holder's writes kept goes: no later
 		// reader trusts it. Without WithClockSkewBound there is none to

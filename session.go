@@ -127,7 +127,12 @@ func (ss *sessions) current(ctx context.Context, c *Client) (*Session, error) {
 			ss.started++
 			n := ss.started
 			ss.mu.Unlock()
-			c.background(func(ctx context.Context) { ss.start(ctx, c, st, n) })
+			c.background(func(ctx context.Context) {
+				// No use once Close has begun: it ends with it.
+				ctx, cancel := c.closingContext(ctx)
+				defer cancel()
+				ss.start(ctx, c, st, n)
+			})
 		} else {
 			ss.mu.Unlock()
 		}
@@ -139,8 +144,20 @@ func (ss *sessions) current(ctx context.Context, c *Client) (*Session, error) {
 			// Started: loop, in case it has ended already.
 		case <-ctx.Done():
 			return nil, notGranted(ctx.Err(), "session: context done while waiting for the session to start")
+		case <-c.closing:
+			return nil, notGranted(ErrClientClosed, "session: the client was closed while this call waited for the session to start")
 		}
 	}
+}
+
+// liveKey is the key of the client's live session, "" when it has none.
+func (ss *sessions) liveKey() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s := ss.cur; s != nil && s.lock.held() {
+		return s.key
+	}
+	return ""
 }
 
 // start starts session number n, within ctx (undoTimeout: a session's
