@@ -139,14 +139,35 @@ func (ss *sessions) current(ctx context.Context, c *Client) (*Session, error) {
 		select {
 		case <-st.done:
 			if st.err != nil {
+				if closedNow(c.closing) {
+					// Close ended the start: say so, whichever of the two
+					// this select saw first (one seed, one run).
+					return nil, errSessionStartClosed()
+				}
 				return nil, st.err
 			}
 			// Started: loop, in case it has ended already.
 		case <-ctx.Done():
 			return nil, notGranted(ctx.Err(), "session: context done while waiting for the session to start")
 		case <-c.closing:
-			return nil, notGranted(ErrClientClosed, "session: the client was closed while this call waited for the session to start")
+			return nil, errSessionStartClosed()
 		}
+	}
+}
+
+// errSessionStartClosed is the error of a call whose wait for the
+// session's start ended because Close began.
+func errSessionStartClosed() error {
+	return notGranted(ErrClientClosed, "session: the client was closed while this call waited for the session to start")
+}
+
+// closedNow reports whether ch is closed.
+func closedNow(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
