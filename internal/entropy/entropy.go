@@ -2,8 +2,9 @@
 // numbers, owner-name suffixes and fair-queue ids (Read), and retry and
 // polling jitter (Int64N). Production uses crypto/rand and math/rand/v2's
 // global source. The deterministic simulation (internal/sim) replaces both
-// before it starts, so that one seed gives one run; nothing else may set
-// them.
+// before it starts, so that one seed gives one run, and the root package's
+// TestGoldenRequests while it runs (it is not parallel); nothing else may
+// set them.
 //
 // A draw made for a held lock (its next heartbeat's record version number,
 // the jitter of a heartbeat's retry) names the lock: its partition key and
