@@ -69,3 +69,51 @@ func TestSeamAdmissionKeepsWhatItAdmitsAtASteadyBackend(t *testing.T) {
 		require.Zero(t, lost, "a lock admitted at a steady backend is kept")
 	})
 }
+
+// TestSeamAdmissionCountsAnAcquisitionByTheSchedulersRule: seam 4, the
+// acquisition's own share. At the backend above, a client renewing one
+// lock asks for 13 keys at once (AcquireLocks): by the scheduler's rule
+// they need more than its workers give, and admission refuses them rather
+// than grant locks the scheduler then gives up.
+func TestSeamAdmissionCountsAnAcquisitionByTheSchedulersRule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		slow := func(ctx context.Context) error {
+			select {
+			case <-time.After(200 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		db := faults.Wrap(dynamolocktest.New().Conn(), &faults.Rule{Op: "UpdateItem", Before: slow})
+		c, err := dynamolock.New(db, "locks", dynamolock.WithLeaseDuration(time.Second),
+			dynamolock.WithHeartbeatPeriod(250*time.Millisecond), dynamolock.WithHeartbeatConcurrency(4))
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.CreateTableWithContext(ctx, "locks")
+		require.NoError(t, err)
+		warm, err := c.AcquireLockWithContext(ctx, "warm")
+		require.NoError(t, err)
+		waitFor(t, 10*time.Second, "three heartbeats", func() bool { return c.Stats().HeartbeatsSent >= 3 })
+
+		keys := make([]string, 13)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("k%d", i)
+		}
+		locks, err := c.AcquireLocks(ctx, keys, dynamolock.WithAdditionalTimeToWaitForLock(0))
+		if err != nil {
+			require.ErrorIs(t, err, dynamolock.ErrHeartbeatCapacity)
+			t.Logf("refused: %v", err)
+		}
+		time.Sleep(5 * time.Second) // held: the renewals of what was admitted
+		lost := 0
+		for _, l := range append(locks, warm) {
+			if l.Err() != nil {
+				lost++
+			}
+		}
+		t.Logf("admitted %d, lost %d", len(locks), lost)
+		require.Zero(t, lost, "a lock admitted at a steady backend is kept")
+	})
+}
