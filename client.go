@@ -56,14 +56,14 @@ type Client struct {
 	// acquisitions whose caller's context ended, session starts); Close
 	// waits for them.
 	cleanups  sync.WaitGroup
-	closing   chan struct{} // closed when Close starts: wakes waiting acquisitions
+	closing   <-chan struct{} // closed when Close starts (closingCtx's Done): wakes waiting acquisitions
 	closeOnce sync.Once
 	// abandoned ends when the context given to Close ended before the
 	// client's own work did (abandon): every context of withTimeout ends
 	// with it.
 	abandoned context.Context
 	abandon   context.CancelFunc
-	// closingCtx ends when Close begins, as closing is closed.
+	// closingCtx ends when Close begins.
 	closingCtx  context.Context
 	markClosing context.CancelFunc
 }
@@ -77,13 +77,13 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		return nil, invalid("DynamoDBClient", db, "must not be nil")
 	}
 	c := &Client{
-		cfg:     defaultConfig(tableName),
-		db:      db,
-		closing: make(chan struct{}),
-		table:   tableCheck{sem: make(chan struct{}, 1)},
+		cfg:   defaultConfig(tableName),
+		db:    db,
+		table: tableCheck{sem: make(chan struct{}, 1)},
 	}
 	c.abandoned, c.abandon = context.WithCancel(context.Background())
 	c.closingCtx, c.markClosing = context.WithCancel(context.Background())
+	c.closing = c.closingCtx.Done()
 	for _, opt := range opts { // a ClientOption writes into c.cfg, here only
 		if opt != nil {
 			opt(c)
@@ -363,8 +363,7 @@ func (c *Client) close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	close(c.closing)
-	c.markClosing()
+	c.markClosing() // closes closing
 
 	// No more heartbeats: each lock's release is sent instead, in the
 	// order of the ends of the leases, by as many goroutines as there are

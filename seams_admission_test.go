@@ -26,21 +26,7 @@ import (
 func TestSeamAdmissionKeepsWhatItAdmitsAtASteadyBackend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		slow := func(ctx context.Context) error {
-			select {
-			case <-time.After(200 * time.Millisecond):
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		db := faults.Wrap(dynamolocktest.New().Conn(), &faults.Rule{Op: "UpdateItem", Before: slow})
-		c, err := dynamolock.New(db, "locks", dynamolock.WithLeaseDuration(time.Second),
-			dynamolock.WithHeartbeatPeriod(250*time.Millisecond), dynamolock.WithHeartbeatConcurrency(4))
-		require.NoError(t, err)
-		defer c.Close()
-		_, err = c.CreateTableWithContext(ctx, "locks")
-		require.NoError(t, err)
+		c := steadyBackendClient(t)
 
 		var locks []*dynamolock.Lock
 		refused := 0
@@ -78,21 +64,7 @@ func TestSeamAdmissionKeepsWhatItAdmitsAtASteadyBackend(t *testing.T) {
 func TestSeamAdmissionCountsAnAcquisitionByTheSchedulersRule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		slow := func(ctx context.Context) error {
-			select {
-			case <-time.After(200 * time.Millisecond):
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		db := faults.Wrap(dynamolocktest.New().Conn(), &faults.Rule{Op: "UpdateItem", Before: slow})
-		c, err := dynamolock.New(db, "locks", dynamolock.WithLeaseDuration(time.Second),
-			dynamolock.WithHeartbeatPeriod(250*time.Millisecond), dynamolock.WithHeartbeatConcurrency(4))
-		require.NoError(t, err)
-		defer c.Close()
-		_, err = c.CreateTableWithContext(ctx, "locks")
-		require.NoError(t, err)
+		c := steadyBackendClient(t)
 		warm, err := c.AcquireLockWithContext(ctx, "warm")
 		require.NoError(t, err)
 		waitFor(t, 10*time.Second, "three heartbeats", func() bool { return c.Stats().HeartbeatsSent >= 3 })
@@ -116,4 +88,27 @@ func TestSeamAdmissionCountsAnAcquisitionByTheSchedulersRule(t *testing.T) {
 		t.Logf("admitted %d, lost %d", len(locks), lost)
 		require.Zero(t, lost, "a lock admitted at a steady backend is kept")
 	})
+}
+
+// steadyBackendClient is a client on the model (in a synctest bubble) whose
+// every UpdateItem is answered in a steady 200 ms: 4 heartbeat workers, a
+// 1 s lease renewed every 250 ms. Closed at the end of the test.
+func steadyBackendClient(t *testing.T) *dynamolock.Client {
+	t.Helper()
+	slow := func(ctx context.Context) error {
+		select {
+		case <-time.After(200 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	db := faults.Wrap(dynamolocktest.New().Conn(), &faults.Rule{Op: "UpdateItem", Before: slow})
+	c, err := dynamolock.New(db, "locks", dynamolock.WithLeaseDuration(time.Second),
+		dynamolock.WithHeartbeatPeriod(250*time.Millisecond), dynamolock.WithHeartbeatConcurrency(4))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = c.CreateTableWithContext(context.Background(), "locks")
+	require.NoError(t, err)
+	return c
 }

@@ -48,11 +48,7 @@ func TestSeamGiveUpsUnderASessionAreFreedWithinALease(t *testing.T) {
 	}
 
 	t.Run("best effort", func(t *testing.T) {
-		table := newTable(t, "")
-		db := faults.Wrap(mustDB(t))
-		c := newClient(t, db, table, sessionOpts...)
-		l, err := c.AcquireLockWithContext(context.Background(), "k")
-		require.NoError(t, err)
+		table, db, c, l := sessionLockOn(t)
 		db.Add(dropRelease())
 		ok, err := c.ReleaseLockWithContext(context.Background(), l, dynamolock.WithBestEffort())
 		require.NoError(t, err)
@@ -60,13 +56,9 @@ func TestSeamGiveUpsUnderASessionAreFreedWithinALease(t *testing.T) {
 		freedWithin(t, table, "k", false)
 	})
 	t.Run("outcome unknown", func(t *testing.T) {
-		table := newTable(t, "")
-		db := faults.Wrap(mustDB(t))
-		c := newClient(t, db, table, sessionOpts...)
-		l, err := c.AcquireLockWithContext(context.Background(), "k")
-		require.NoError(t, err)
+		table, db, c, l := sessionLockOn(t)
 		db.Add(dropRelease())
-		_, err = c.ReleaseLockWithContext(context.Background(), l)
+		_, err := c.ReleaseLockWithContext(context.Background(), l)
 		require.ErrorIs(t, err, dynamolock.ErrReleaseOutcomeUnknown)
 		freedWithin(t, table, "k", false)
 	})
@@ -75,15 +67,11 @@ func TestSeamGiveUpsUnderASessionAreFreedWithinALease(t *testing.T) {
 		// the key at once. The take-back sent again must not free that
 		// client's lock: its condition (this acquisition's record version
 		// number and fencing token) fails, and it stops.
-		table := newTable(t, "")
-		db := faults.Wrap(mustDB(t))
-		c := newClient(t, db, table, sessionOpts...)
-		l, err := c.AcquireLockWithContext(context.Background(), "k")
-		require.NoError(t, err)
+		table, db, c, l := sessionLockOn(t)
 		db.Add(&faults.Rule{Op: "UpdateItem", Match: faults.Sets("isReleased"), Times: 1, LoseAnswer: true})
 		again := &faults.Rule{Op: "UpdateItem", Match: faults.Sets("isReleased")} // counts the take-backs sent again
 		db.Add(again)
-		_, err = c.ReleaseLockWithContext(context.Background(), l)
+		_, err := c.ReleaseLockWithContext(context.Background(), l)
 		require.ErrorIs(t, err, dynamolock.ErrReleaseOutcomeUnknown)
 		other := newClient(t, mustDB(t), table, fast...)
 		taken, err := other.AcquireLockWithContext(context.Background(), "k", dynamolock.FailIfLocked())
@@ -132,4 +120,16 @@ func TestSeamGiveUpsUnderASessionAreFreedWithinALease(t *testing.T) {
 		require.NotEmpty(t, item)
 		freedWithin(t, table, "k", false)
 	})
+}
+
+// sessionLockOn returns a fresh table, a fault-injecting client of it
+// (closed at the end of the test), holding key "k" through a session.
+func sessionLockOn(t *testing.T) (string, *faults.Client, *dynamolock.Client, *dynamolock.Lock) {
+	t.Helper()
+	table := newTable(t, "")
+	db := faults.Wrap(mustDB(t))
+	c := newClient(t, db, table, sessionOpts...)
+	l, err := c.AcquireLockWithContext(context.Background(), "k")
+	require.NoError(t, err)
+	return table, db, c, l
 }
