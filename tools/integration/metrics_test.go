@@ -210,10 +210,16 @@ func TestMetricsFollowTheConventions(t *testing.T) {
 	require.True(t, closedWithin(lost.Done(), 3*time.Second))
 	// The loss is counted just after Done closes.
 	var ll metricdata.Metrics
+	// Wait for the count itself, not only the instrument: the SDK may show
+	// a data point whose value is still being added while Collect runs.
 	waitFor(t, 3*time.Second, "the loss to be counted", func() bool {
 		var ok bool
 		ll, ok = collect(t, reader)["dynamolock.locks.lost"]
-		return ok
+		if !ok {
+			return false
+		}
+		sum, ok := ll.Data.(metricdata.Sum[int64])
+		return ok && len(sum.DataPoints) == 1 && sum.DataPoints[0].Value >= 1
 	})
 	assert.Equal(t, "{lock}", ll.Unit)
 	lostSum, ok := ll.Data.(metricdata.Sum[int64])
