@@ -23,7 +23,32 @@ import (
 
 // updateItem sends one UpdateItem of the engine.
 func (a *acquisition) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-	return a.c.updateItem(ctx, in)
+	return a.c.updateItem(a.callBound(ctx), in)
+}
+
+// callBound bounds the calls the acquisition sends with ctx by the end of
+// its wait (see withCallBound): a call that gets no answer ends the
+// acquisition when its wait ends, not a call timeout later.
+func (a *acquisition) callBound(ctx context.Context) context.Context {
+	return a.boundBy(ctx, minCallTime)
+}
+
+// undoBound is callBound for the undo of writes whose answers were lost,
+// sent once the acquisition has failed: given lateCallTime at least, so
+// that a silent network keeps the failed acquisition no longer.
+func (a *acquisition) undoBound(ctx context.Context) context.Context {
+	return a.boundBy(ctx, lateCallTime)
+}
+
+func (a *acquisition) boundBy(ctx context.Context, floor time.Duration) context.Context {
+	end := a.deadline
+	if end.IsZero() {
+		end = a.waitEnd(a.o.lease)
+	}
+	if a.c.until(end) >= a.c.callBound() {
+		return ctx // the call's own bound comes first
+	}
+	return withCallBound(ctx, end, floor)
 }
 
 // transactWriteItems sends the transaction of a multi-key acquisition, or
@@ -33,7 +58,7 @@ func (a *acquisition) transactWriteItems(ctx context.Context, items []types.Tran
 	if a.mode == modeAny {
 		feature = "Semaphore.Acquire with WithFairness"
 	}
-	_, err := a.c.transactWriteItems(ctx, feature, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err := a.c.transactWriteItems(a.callBound(ctx), feature, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return err
 }
 
@@ -73,6 +98,10 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	c.here.sending(rvn)
 	c.here.noteCall(w)
 	out, err := a.updateItem(ctx, in)
+	if err == nil && len(out.Attributes) == 0 && (d.takeover != "" || a.o.onlyIfLockAlreadyExist) {
+		// Its condition needs the item, so DynamoDB returns it (ALL_OLD).
+		err = c.wrongAnswer("UpdateItem", "a write whose condition needs an existing item succeeded, and returned no item")
+	}
 	if err == nil {
 		if !a.c.now().Before(sent.Add(at.lease)) {
 			// The answer came after the lease it granted ran out (a pause):
@@ -343,7 +372,7 @@ func (a *acquisition) undo(ctx context.Context) {
 		if t.reader {
 			in = c.readerUndoInput(key, a.rw.id, byKey[t])
 		}
-		_, err := a.updateItem(ctx, in)
+		_, err := a.c.updateItem(a.undoBound(ctx), in)
 		var ccf *types.ConditionalCheckFailedException
 		if err != nil && !errors.As(err, &ccf) {
 			c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",

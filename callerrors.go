@@ -7,6 +7,7 @@ package dynamolock
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -169,8 +170,13 @@ func describeKeys(keys []KeyAttribute, withTypes bool) string {
 // not speak to it: the connection was refused, the host name did not
 // resolve, the dial timed out, the TLS handshake failed (a certificate not
 // trusted, an https:// endpoint that answers plain HTTP), the client has no
-// endpoint for its region, or the endpoint answered, but not as DynamoDB
-// does (a web server's HTML page). Its message says what to check.
+// endpoint for its region, the endpoint took the request and did not
+// answer within the call's bound (Reason "no answer within 5s": a silent
+// network; a write's outcome is then unknown), or the endpoint answered,
+// but not as DynamoDB does (a web server's HTML page, an error that names
+// no DynamoDB error type, an HTTP status DynamoDB never sends, a success
+// DynamoDB never gives, such as a DescribeTable without a table). Its
+// message says what to check.
 //
 // What it does to a call that waits depends on whether DynamoDB had
 // answered the client before. If not, the endpoint may be wrong: a
@@ -204,6 +210,9 @@ func (e *ConnectionError) Error() string {
 	}
 	if advice := e.advice(); advice != "" {
 		msg += "; " + advice
+	}
+	if e.Err == nil {
+		return msg
 	}
 	return msg + ": " + oneLine(fmt.Sprint(e.Err))
 }
@@ -241,7 +250,22 @@ const (
 	reasonTLS               = "TLS handshake failed"
 	reasonNoEndpoint        = "no endpoint: set the client's Region, or BaseEndpoint"
 	reasonNotDynamoDBPrefix = "the endpoint did not answer as DynamoDB does"
+	reasonNoAnswer          = "no answer within " // + callTimeout
 )
+
+// noAnswer is the error of a call of op that the library's own bound
+// (callTimeout, or the end of the wait it served) ended after d: the
+// endpoint took the request, or the connection, and did not answer. A write's outcome is then unknown.
+func (c *Client) noAnswer(op string, d time.Duration, err error) *ConnectionError {
+	return &ConnectionError{Endpoint: c.endpointOf(err), Op: op, Reason: reasonNoAnswer + d.Round(time.Millisecond).String(), Err: err, answered: c.answered.Load()}
+}
+
+// wrongAnswer is the error of a call of op that succeeded with an answer
+// DynamoDB never gives (what says which): whatever answered is not
+// DynamoDB, and its success grants nothing.
+func (c *Client) wrongAnswer(op, what string) *ConnectionError {
+	return &ConnectionError{Endpoint: c.endpointOf(nil), Op: op, Reason: reasonNotDynamoDBPrefix + ": " + what, answered: c.answered.Load()}
+}
 
 // retriedReason reports whether a failure for reason may be a server that
 // is down for a while rather than a configuration mistake: retried for a
@@ -251,7 +275,7 @@ func retriedReason(reason string) bool {
 	case reasonRefused, reasonUnreachable, reasonDial:
 		return true
 	}
-	return false
+	return strings.HasPrefix(reason, reasonNoAnswer)
 }
 
 // permanent reports whether retrying cannot help: a configuration mistake

@@ -3,6 +3,7 @@ package dynamolock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -46,12 +47,13 @@ type (
 // getItem reads the item at key with a consistent GetItem: nil when there
 // is none.
 func (c *Client) getItem(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
+	bctx, end := c.bounded(ctx, "GetItem")
+	out, err := c.db.GetItem(bctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(c.cfg.tableName),
 		Key:            key,
 		ConsistentRead: aws.Bool(true),
 	}, withoutRetryQuota)
-	if err = c.done(ctx, "GetItem", err); err != nil {
+	if err = c.done(ctx, "GetItem", end(err)); err != nil {
 		return nil, err
 	}
 	return out.Item, nil
@@ -66,7 +68,13 @@ func (c *Client) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (
 		return nil, err
 	}
 	for try := 0; ; try++ {
-		out, err := c.db.UpdateItem(ctx, in, t.opts[:]...)
+		bctx, end := c.bounded(ctx, "UpdateItem")
+		out, err := c.db.UpdateItem(bctx, in, t.opts[:]...)
+		err = end(err)
+		if err == nil && in.ReturnValues == types.ReturnValueAllNew && len(out.Attributes) == 0 {
+			// DynamoDB returns the whole item it wrote, keys included.
+			err = c.wrongAnswer("UpdateItem", "a write that asked for the item it wrote succeeded with no item")
+		}
 		if !c.conflictRetry(ctx, "UpdateItem", err, try) {
 			return out, c.endWrite(ctx, "UpdateItem", t, err)
 		}
@@ -82,7 +90,9 @@ func (c *Client) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput) (
 		return nil, err
 	}
 	for try := 0; ; try++ {
-		out, err := c.db.DeleteItem(ctx, in, t.opts[:]...)
+		bctx, end := c.bounded(ctx, "DeleteItem")
+		out, err := c.db.DeleteItem(bctx, in, t.opts[:]...)
+		err = end(err)
 		if !c.conflictRetry(ctx, "DeleteItem", err, try) {
 			return out, c.endWrite(ctx, "DeleteItem", t, err)
 		}
@@ -140,8 +150,9 @@ func (c *Client) transactWriteItems(ctx context.Context, feature string, in *dyn
 	if err != nil {
 		return nil, err
 	}
-	out, err := tw.TransactWriteItems(ctx, in, t.opts[:]...)
-	return out, c.endWrite(ctx, "TransactWriteItems", t, err)
+	bctx, end := c.bounded(ctx, "TransactWriteItems")
+	out, err := tw.TransactWriteItems(bctx, in, t.opts[:]...)
+	return out, c.endWrite(ctx, "TransactWriteItems", t, end(err))
 }
 
 // canTransact reports whether the client can send TransactWriteItems.
@@ -158,7 +169,13 @@ func (c *Client) describeTable(ctx context.Context, feature, tableName string) (
 	if !ok {
 		return nil, unsupported(feature, "DescribeTable")
 	}
-	out, err := dt.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tableName)}, withoutRetryQuota)
+	bctx, end := c.bounded(ctx, "DescribeTable")
+	out, err := dt.DescribeTable(bctx, &dynamodb.DescribeTableInput{TableName: aws.String(tableName)}, withoutRetryQuota)
+	err = end(err)
+	if err == nil && (out == nil || out.Table == nil || aws.ToString(out.Table.TableName) == "") {
+		// DynamoDB describes a table it has, or answers that it has none.
+		err = c.wrongAnswer("DescribeTable", fmt.Sprintf("it answered DescribeTable of %q with no table description", tableName))
+	}
 	c.metrics.call(ctx, "DescribeTable")
 	c.answer(err)
 	if err != nil && !isNotFound(err) {
@@ -182,7 +199,9 @@ func (c *Client) describeGlobalTable(ctx context.Context, name string) (*dynamod
 	if !ok {
 		return nil, unsupported("the legacy global-table check", "DescribeGlobalTable")
 	}
-	out, err := dg.DescribeGlobalTable(ctx, &dynamodb.DescribeGlobalTableInput{GlobalTableName: aws.String(name)}, withoutRetryQuota)
+	bctx, end := c.bounded(ctx, "DescribeGlobalTable")
+	out, err := dg.DescribeGlobalTable(bctx, &dynamodb.DescribeGlobalTableInput{GlobalTableName: aws.String(name)}, withoutRetryQuota)
+	err = end(err)
 	c.metrics.call(ctx, "DescribeGlobalTable")
 	c.answer(err)
 	if err != nil && !isGlobalTableNotFound(err) {
@@ -209,7 +228,9 @@ func isNotFound(err error) bool {
 
 // sendCreateTable sends one CreateTable.
 func (c *Client) sendCreateTable(ctx context.Context, in *dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error) {
-	out, err := c.db.CreateTable(ctx, in, withoutRetryQuota)
+	bctx, end := c.bounded(ctx, "CreateTable")
+	out, err := c.db.CreateTable(bctx, in, withoutRetryQuota)
+	err = end(err)
 	c.metrics.call(ctx, "CreateTable")
 	c.answer(err)
 	if err != nil {
@@ -224,8 +245,9 @@ func (c *Client) updateTimeToLive(ctx context.Context, feature string, in *dynam
 	if !ok {
 		return nil, unsupported(feature, "UpdateTimeToLive")
 	}
-	out, err := ttl.UpdateTimeToLive(ctx, in, withoutRetryQuota)
-	return out, c.done(ctx, "UpdateTimeToLive", err)
+	bctx, end := c.bounded(ctx, "UpdateTimeToLive")
+	out, err := ttl.UpdateTimeToLive(bctx, in, withoutRetryQuota)
+	return out, c.done(ctx, "UpdateTimeToLive", end(err))
 }
 
 // canUpdateTimeToLive reports whether the client can send UpdateTimeToLive.
@@ -240,8 +262,9 @@ func (c *Client) scan(ctx context.Context, feature string, in *dynamodb.ScanInpu
 	if !ok {
 		return nil, unsupported(feature, "Scan")
 	}
-	out, err := sc.Scan(ctx, in, withoutRetryQuota)
-	return out, c.done(ctx, "Scan", err)
+	bctx, end := c.bounded(ctx, "Scan")
+	out, err := sc.Scan(bctx, in, withoutRetryQuota)
+	return out, c.done(ctx, "Scan", end(err))
 }
 
 // query sends one consistent Query page.
@@ -250,8 +273,9 @@ func (c *Client) query(ctx context.Context, feature string, in *dynamodb.QueryIn
 	if !ok {
 		return nil, unsupported(feature, "Query")
 	}
-	out, err := q.Query(ctx, in, withoutRetryQuota)
-	return out, c.done(ctx, "Query", err)
+	bctx, end := c.bounded(ctx, "Query")
+	out, err := q.Query(bctx, in, withoutRetryQuota)
+	return out, c.done(ctx, "Query", end(err))
 }
 
 // canScan and canQuery report whether the client can list locks.

@@ -70,6 +70,9 @@ func (c *Client) classifyErr(ctx context.Context, op string, err error) error {
 	if errors.As(err, &rnf) {
 		return c.tableNotFound(err)
 	}
+	if reason := foreignError(err); reason != "" {
+		return &ConnectionError{Endpoint: c.endpointOf(err), Op: op, Reason: reason, Err: err, answered: c.answered.Load()}
+	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		if ae.ErrorCode() == "ValidationException" && isKeySchemaMessage(ae.ErrorMessage()) {
@@ -92,7 +95,7 @@ func (c *Client) classifyErr(ctx context.Context, op string, err error) error {
 // reach it is an outage (see unreachable).
 func (c *Client) answer(err error) {
 	var ae smithy.APIError
-	if (err == nil || errors.As(err, &ae)) && !c.answered.Load() {
+	if (err == nil || errors.As(err, &ae) && foreignError(err) == "") && !c.answered.Load() {
 		c.answered.Store(true)
 	}
 }
@@ -111,6 +114,31 @@ func notDynamoDB(err error) string {
 		return fmt.Sprintf("%s: it answered HTTP %d with a body that is not DynamoDB's JSON", reasonNotDynamoDBPrefix, s)
 	}
 	return reasonNotDynamoDBPrefix + ": its answer is not DynamoDB's JSON"
+}
+
+// foreignError names why err, an error the SDK read from an HTTP answer,
+// did not come from DynamoDB; "" otherwise. DynamoDB names the type of
+// every error it returns (in the body's __type, or a header), so an error
+// the SDK could not name ("UnknownError": a JSON body without a type, a
+// web framework's {"message": "Not Found"}) is another server's; and
+// DynamoDB answers a request it refuses with HTTP 400 (413 for one too
+// large), never with another 4xx or a 3xx (a 404, a 405, a redirect), so
+// those are another server's too, whatever their body. A 5xx may be
+// DynamoDB's own failure (or a proxy's in front of it) and stays a server
+// error, retried.
+func foreignError(err error) string {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return ""
+	}
+	status := httpStatus(err)
+	switch {
+	case ae.ErrorCode() == "UnknownError" && status != 0:
+		return fmt.Sprintf("%s: it answered HTTP %d with an error that names no DynamoDB error type", reasonNotDynamoDBPrefix, status)
+	case status >= 300 && status < 500 && status != 400 && status != 413 && status != 429:
+		return fmt.Sprintf("%s: it answered HTTP %d, which DynamoDB never does", reasonNotDynamoDBPrefix, status)
+	}
+	return ""
 }
 
 func alreadyClassified(err error) bool {

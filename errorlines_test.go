@@ -109,11 +109,7 @@ func TestEndpointThatIsNotDynamoDB(t *testing.T) {
 			t.Cleanup(server.Close)
 			c := newClient(t, userSDKClient(server.URL, &attemptCounter{}), "locks")
 			ctx := context.Background()
-			for name, call := range map[string]func() error{
-				"CreateTableIfNotExists": func() error { _, err := c.CreateTableIfNotExists(ctx); return err },
-				"AcquireLockWithContext": func() error { _, err := c.AcquireLockWithContext(ctx, "k"); return err },
-				"GetWithContext":         func() error { _, err := c.GetWithContext(ctx, "k"); return err },
-			} {
+			for name, call := range firstCalls(ctx, c) {
 				begin := time.Now()
 				err := call()
 				took := time.Since(begin)
@@ -182,4 +178,13 @@ func fmtErr(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// firstCalls are the calls a new user's program makes first, by name.
+func firstCalls(ctx context.Context, c *dynamolock.Client) map[string]func() error {
+	return map[string]func() error{
+		"CreateTableIfNotExists": func() error { _, err := c.CreateTableIfNotExists(ctx); return err },
+		"AcquireLockWithContext": func() error { _, err := c.AcquireLockWithContext(ctx, "k"); return err },
+		"GetWithContext":         func() error { _, err := c.GetWithContext(ctx, "k"); return err },
+	}
 }

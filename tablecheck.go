@@ -70,6 +70,8 @@ type tableCheck struct {
 	refused error         // every write fails with it (an eventual global table), as never sent
 	strong  bool          // multi-Region strong consistency
 	warned  atomic.Uint32 // the checkWarning each already logged, one bit each
+	fails   atomic.Uint64 // checks that failed (the network): see checkTable
+	failed  error         // the last one's error; written holding sem
 }
 
 // checkTable makes sure the client knows its table's replication before it
@@ -86,6 +88,7 @@ func (c *Client) checkTable(ctx context.Context) error {
 	if t.checked.Load() {
 		return t.refused
 	}
+	fails := t.fails.Load()
 	select {
 	case t.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -94,6 +97,17 @@ func (c *Client) checkTable(ctx context.Context) error {
 	defer func() { <-t.sem }()
 	if t.checked.Load() {
 		return t.refused
+	}
+	if t.fails.Load() != fails {
+		// A check failed while this write waited for it: that is this
+		// write's failure too, rather than one more wait for an endpoint
+		// that just did not answer. The next write tries again.
+		return t.failed
+	}
+	fail := func(err error) error {
+		t.failed = &notSentError{err: err}
+		t.fails.Add(1)
+		return t.failed
 	}
 	if !c.canDescribe() {
 		if !c.cfg.singleWriterRegion { // with it, there is nothing to refuse
@@ -109,13 +123,13 @@ func (c *Client) checkTable(ctx context.Context) error {
 		t.checked.Store(true)
 		return nil
 	case isNotFound(err):
-		return &notSentError{err: c.tableNotFound(err)}
+		return fail(c.tableNotFound(err))
 	case err != nil:
-		return &notSentError{err: err}
+		return fail(err)
 	}
 	refused, err := c.checkReplication(ctx, out.Table)
 	if err != nil {
-		return &notSentError{err: err}
+		return fail(err)
 	}
 	if refused != nil {
 		// A write it refuses was never sent: the acquisition that made it

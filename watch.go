@@ -98,7 +98,7 @@ func (w *watch) forget() {
 func (a *acquisition) read(ctx context.Context, w *watch) (map[string]types.AttributeValue, error) {
 	c := a.c
 	c.here.noteCall(w)
-	item, err := c.getItem(ctx, c.itemKeyOf(w.key, w.sortKey))
+	item, err := c.getItem(a.callBound(ctx), c.itemKeyOf(w.key, w.sortKey))
 	if err != nil {
 		return nil, err
 	}

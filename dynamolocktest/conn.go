@@ -38,6 +38,7 @@ type Conn struct {
 
 	mu          sync.Mutex
 	partitioned bool
+	stalled     chan struct{} // non-nil while stalled; closed by Heal
 	lose        int           // writes whose answers to lose
 	retry       int           // writes whose answers to lose, then send again
 	throttle    int           // requests to throttle
@@ -69,11 +70,34 @@ func (c *Conn) Partition() {
 	c.mu.Unlock()
 }
 
-// Heal ends every fault of the connection: the partition, answers still to
+// Stall makes the network silent: from now on until [Conn.Heal], every
+// request is taken and never answered, as when a connection stays open
+// and nothing is forwarded (a stalled proxy, a black-holed route, a
+// listener that accepts and never replies). A request waits until its
+// context ends, and then fails with the context's error, as the SDK's
+// call does; it never reaches the DB. Heal ends the wait of requests
+// still stalled with a connection reset (they did not land either).
+//
+// Unlike [Conn.Partition], which fails each request at once, this is the
+// fault that shows whether code bounds its calls: a caller without a
+// deadline would wait for ever.
+func (c *Conn) Stall() {
+	c.mu.Lock()
+	if c.stalled == nil {
+		c.stalled = make(chan struct{})
+	}
+	c.mu.Unlock()
+}
+
+// Heal ends every fault of the connection: the partition, the stall, answers still to
 // be lost (and retries), throttles and conflicts still to come, the delay
 // and the hold of transactions.
 func (c *Conn) Heal() {
 	c.mu.Lock()
+	if c.stalled != nil {
+		close(c.stalled)
+		c.stalled = nil
+	}
 	c.partitioned, c.lose, c.retry, c.throttle, c.conflicts, c.delay, c.hold = false, 0, 0, 0, 0, 0, 0
 	c.mu.Unlock()
 }
@@ -196,15 +220,16 @@ func (c *Conn) endpoint() string {
 }
 
 // before counts a request and decides its fault before it is sent: an
-// error to return at once, or the delay to wait first.
-func (c *Conn) before(op string) (time.Duration, error) {
+// error to return at once, the delay to wait first, or the stall to wait
+// in (nil: none).
+func (c *Conn) before(op string) (time.Duration, <-chan struct{}, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls[op]++
 	if c.partitioned {
-		return 0, faults.RefusedConnection(op, c.endpoint())
+		return 0, nil, faults.RefusedConnection(op, c.endpoint())
 	}
-	return c.delay, nil
+	return c.delay, c.stalled, nil
 }
 
 // arrive decides the fate of a request that reached the DB after its
@@ -249,12 +274,20 @@ func (c *Conn) holdFor() time.Duration {
 // a transaction in progress (nil when it cannot: a read, an empty
 // transaction).
 func do[In, Out any](c *Conn, ctx context.Context, op string, write bool, conflict error, in In, apply func(context.Context, In, ...func(*dynamodb.Options)) (*Out, error)) (*Out, error) {
-	d, err := c.before(op)
+	d, stalled, err := c.before(op)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, faults.Canceled(op, err)
+	}
+	if stalled != nil {
+		select {
+		case <-ctx.Done():
+			return nil, faults.Canceled(op, ctx.Err())
+		case <-stalled:
+			return nil, faults.LostConnection(op)
+		}
 	}
 	if d > 0 {
 		t := time.NewTimer(d)

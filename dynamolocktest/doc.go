@@ -38,6 +38,8 @@
 //   - [Conn.HoldTransactions]: the connection's transactions take effect
 //     in two steps, so that other connections' writes meet them.
 //   - [Conn.Delay]: every request waits before it reaches the DB.
+//   - [Conn.Stall]: every request is taken and never answered, until its
+//     context ends (a silent network).
 //
 // Each fails a request with the error the AWS SDK returns for the same
 // failure, so the lock library (and your code) handles it as it would in
