@@ -14,10 +14,10 @@ func (c *Client) acquireOptions(opts []AcquireLockOption, untilCtx bool) (*acqui
 	if err := c.checkAcquireOptions(o); err != nil {
 		return nil, err
 	}
-	if o.refreshJitter == -1 {
+	if !o.jitterSet {
 		o.refreshJitter = o.refreshPeriod / 10
 	}
-	if o.lease == 0 {
+	if !o.leaseSet {
 		o.lease = c.cfg.leaseDuration
 	}
 	o.sortKey, _ = c.resolveSortKey(o.sortKey) // checked above
@@ -39,14 +39,14 @@ func (c *Client) checkAcquireOptions(o *acquireLockOptions) error {
 	if o.additionalTimeToWait < 0 {
 		return invalid("WithAdditionalTimeToWaitForLock", o.additionalTimeToWait, "must not be negative")
 	}
-	if o.refreshJitter != -1 && (o.refreshJitter < 0 || o.refreshJitter > o.refreshPeriod) {
+	if o.jitterSet && (o.refreshJitter < 0 || o.refreshJitter > o.refreshPeriod) {
 		return invalid("WithRefreshJitter", o.refreshJitter, "must lie between 0 and the refresh period %s", o.refreshPeriod)
 	}
 	lease := o.lease
 	switch {
-	case lease == 0:
+	case !o.leaseSet:
 		lease = c.cfg.leaseDuration
-	case lease < 0:
+	case lease <= 0:
 		return invalid("WithLockLease", o.lease, "must be positive")
 	case c.cfg.heartbeatPeriod > 0 && lease/2 < c.cfg.heartbeatPeriod:
 		return invalid("WithLockLease", o.lease, "must be at least twice %s", c.cfg.heartbeatPeriodText())
@@ -65,7 +65,7 @@ func (c *Client) checkAcquireOptions(o *acquireLockOptions) error {
 			return invalid("WithAdditionalAttributes", name, "has a nil value")
 		}
 	}
-	if c.cfg.session && o.lease != 0 {
+	if c.cfg.session && o.leaseSet {
 		return invalid("WithLockLease", o.lease, "cannot be used by a client with WithSession: its locks share the session's lease")
 	}
 	if c.cfg.session && o.sessionMonitor != nil {

@@ -177,6 +177,9 @@ func FuzzHeartbeatOptions(f *testing.F) {
 	f.Add(0, int64(0), int64(0), false, uint8(0), false)
 	f.Add(-1, int64(-1), int64(-1), true, uint8(1), true)
 	f.Add(3, int64(time.Millisecond), int64(time.Hour), false, uint8(201), true)
+	f.Add(0, int64(0), int64(time.Hour), false, uint8(0), false)
+	f.Add(2, int64(time.Millisecond), int64(2*time.Hour), true, uint8(0), false)
+	f.Add(1, int64(0), int64(time.Hour), false, uint8(3), true)
 	db := dynamolocktest.New().Conn()
 	c, err := dynamolock.New(db, "fuzz_table", dynamolock.DisableHeartbeat(), dynamolock.WithLeaseDuration(time.Hour))
 	if err != nil {
@@ -207,7 +210,7 @@ func FuzzHeartbeatOptions(f *testing.F) {
 		before := callCount(db)
 		err = c.SendHeartbeatWithContext(context.Background(), l, opts...)
 		calls := callCount(db) - before
-		invalid := retries < 0 || retryWait < 0 || leaseToEnsure < 0 || (deleteData && replaceData) || len(data) > 400*1024
+		invalid := retries < 0 || retryWait < 0 || leaseToEnsure <= 0 || (deleteData && replaceData) || len(data) > 400*1024
 		borderline := len(data) > 400*1024-4096 && len(data) <= 400*1024
 		if err != nil {
 			checkInvalid(t, err, "SendHeartbeat")
@@ -225,7 +228,7 @@ func FuzzHeartbeatOptions(f *testing.F) {
 		if calls != 1 {
 			t.Fatalf("a heartbeat made %d calls", calls)
 		}
-		if lease := l.LeaseDuration(); leaseToEnsure > 0 && lease != time.Duration(leaseToEnsure) {
+		if lease := l.LeaseDuration(); lease != time.Duration(leaseToEnsure) {
 			t.Fatalf("lease %v after WithLeaseDurationToEnsure(%v)", lease, time.Duration(leaseToEnsure))
 		}
 	})

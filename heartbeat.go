@@ -62,7 +62,9 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 		return invalid("HeartbeatRetries", o.retries, "retries must not be negative")
 	case o.retryWait < 0:
 		return invalid("HeartbeatRetries", o.retryWait, "wait must not be negative")
-	case o.leaseDurationToEnsure < 0 || (o.leaseDurationToEnsure > 0 && o.leaseDurationToEnsure/2 < c.cfg.heartbeatPeriod):
+	case o.leaseToEnsureSet && o.leaseDurationToEnsure <= 0:
+		return invalid("WithLeaseDurationToEnsure", o.leaseDurationToEnsure, "must be positive")
+	case o.leaseToEnsureSet && o.leaseDurationToEnsure/2 < c.cfg.heartbeatPeriod:
 		return invalid("WithLeaseDurationToEnsure", o.leaseDurationToEnsure,
 			"must be at least twice %s", c.cfg.heartbeatPeriodText())
 	case o.deleteData && o.data != nil:

@@ -198,7 +198,9 @@ type acquireLockOptions struct {
 	reentrant               bool
 	sortKey                 *string       // WithSortKeyValue; nil: the client's default
 	lease                   time.Duration // WithLockLease; 0: the client's lease
+	leaseSet                bool          // WithLockLease was given (a 0 given is refused, not the default)
 	refreshJitter           time.Duration // WithRefreshJitter; -1: a tenth of the refresh period
+	jitterSet               bool          // WithRefreshJitter was given (a -1 given is refused, not the default)
 	fair                    bool          // WithFairness
 }
 
@@ -230,19 +232,21 @@ func WithSortKeyValue(value string) AcquireLockOption {
 
 // WithLockLease gives this lock a lease of d instead of the client's
 // [WithLeaseDuration] (node-redlock's per-lock duration). Heartbeats renew
-// it with d, and [Lock.LeaseDuration] reports it. d must be at least twice
-// the client's heartbeat period.
+// it with d, and [Lock.LeaseDuration] reports it. d must be positive and at
+// least twice the client's heartbeat period (a 0 is refused, not read as
+// "the client's lease").
 func WithLockLease(d time.Duration) AcquireLockOption {
-	return func(o *acquireLockOptions) { o.lease = d }
+	return func(o *acquireLockOptions) { o.lease, o.leaseSet = d, true }
 }
 
 // WithRefreshJitter sets how much of each poll's wait a waiting acquisition
 // may take off at random, so that waiters spread their polls out (the
 // polls still come at most one refresh period apart). Default: a tenth of
 // the refresh period; 0 polls exactly every refresh period. Must lie
-// between 0 and the refresh period.
+// between 0 and the refresh period (a negative one is refused, not read as
+// the default).
 func WithRefreshJitter(max time.Duration) AcquireLockOption {
-	return func(o *acquireLockOptions) { o.refreshJitter = max }
+	return func(o *acquireLockOptions) { o.refreshJitter, o.jitterSet = max, true }
 }
 
 // WithData stores data in the lock item. Unless [ReplaceData] is also given,
@@ -357,6 +361,7 @@ type sendHeartbeatOptions struct {
 	retryWait             time.Duration
 	matchOwnerOnly        bool
 	leaseDurationToEnsure time.Duration
+	leaseToEnsureSet      bool // WithLeaseDurationToEnsure was given (a 0 given is refused, not the default)
 }
 
 // DeleteData removes the lock's data with this heartbeat.
@@ -394,9 +399,9 @@ func UnsafeMatchOwnerOnly() SendHeartbeatOption {
 // WithLeaseDurationToEnsure makes the heartbeat write d as the lock's lease
 // instead of the client's lease duration (Amazon's Java client's
 // SendHeartbeatOptions.leaseDurationToEnsure). Later background heartbeats
-// keep d.
+// keep d. d must be positive and at least twice the heartbeat period.
 func WithLeaseDurationToEnsure(d time.Duration) SendHeartbeatOption {
-	return func(o *sendHeartbeatOptions) { o.leaseDurationToEnsure = d }
+	return func(o *sendHeartbeatOptions) { o.leaseDurationToEnsure, o.leaseToEnsureSet = d, true }
 }
 
 // CreateTableOption configures [Client.CreateTable].
