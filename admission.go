@@ -115,16 +115,16 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 				continue
 			}
 			s.slotless.Add(-1)
-			return admission{}, notGranted(fmt.Errorf("%w: the acquisitions this client lets go at once (%d, a quarter of its %d heartbeat workers, and as many more at the end of their wait) were all under way",
-				ErrHeartbeatCapacity, len(s.admitUntil), c.cfg.heartbeatConcurrency), "%s", what)
+			return admission{}, notGranted(fmt.Errorf("%w: the acquisitions this client lets go at once (%d, a quarter of its %d heartbeat workers, and as many more at the end of their wait) were all under way%s",
+				ErrHeartbeatCapacity, len(s.admitUntil), c.cfg.heartbeatConcurrency, c.capacityFix()), "%s", what)
 		}
 		if !now.Before(deadline) {
 			if need <= c.cfg.heartbeatAdmission*capacity {
-				return admission{}, notGranted(fmt.Errorf("%w: the heartbeat that waited longest had %.0f%% of its lease left (at least %.0f%% needed)",
-					ErrHeartbeatCapacity, 100*max(slack, 0), 100*admissionMargin), "%s", what)
+				return admission{}, notGranted(fmt.Errorf("%w: the heartbeat that waited longest had %.0f%% of its lease left (at least %.0f%% needed)%s",
+					ErrHeartbeatCapacity, 100*max(slack, 0), 100*admissionMargin, c.capacityFix()), "%s", what)
 			}
-			return admission{}, notGranted(fmt.Errorf("%w: held locks and this acquisition need %.3g renewals/s, more than %g of the %.3g the client sustains",
-				ErrHeartbeatCapacity, need, c.cfg.heartbeatAdmission, capacity), "%s", what)
+			return admission{}, notGranted(fmt.Errorf("%w: held locks and this acquisition need %.3g renewals/s, more than %g of the %.3g the client sustains%s",
+				ErrHeartbeatCapacity, need, c.cfg.heartbeatAdmission, capacity, c.capacityFix()), "%s", what)
 		}
 		if !waited {
 			waited = true
@@ -214,3 +214,15 @@ func (s *scheduler) freeAdmitSlot(slot int, gen uint64) {
 // admitSlotHold is how long an admitted acquisition keeps its slot at most
 // before a heartbeat's round trip was measured.
 const admitSlotHold = 100 * time.Millisecond
+
+// capacityFix is what a refusal for heartbeat capacity advises: a client
+// without a session renews each lock with a write of its own, so
+// WithSession (one write per heartbeat period for every lock) is the fix;
+// one with a session renews its locks by its session, and only its
+// acquisitions' own renewals count.
+func (c *Client) capacityFix() string {
+	if c.cfg.session {
+		return "; wait and try again, or raise WithHeartbeatConcurrency"
+	}
+	return "; to hold this many locks, make the client with New(..., WithSession()), which renews them all with one write per heartbeat period, or raise WithHeartbeatConcurrency"
+}
