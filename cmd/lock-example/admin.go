@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -179,10 +180,28 @@ func forceRelease(ctx context.Context, cfg *config, client *dynamolock.Client, t
 
 // tableSortKey returns the name of the table's sort key, or "" if it has
 // none.
+//
+// The call is bounded as the library bounds its own (about 5 s without an
+// answer is a *dynamolock.ConnectionError), and an answer without a table
+// is not DynamoDB's.
 func tableSortKey(ctx context.Context, db *dynamodb.Client, table string) (string, error) {
-	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	if err != nil {
+	const bound = 5 * time.Second
+	callCtx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	out, err := db.DescribeTable(callCtx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	endpoint := aws.ToString(db.Options().BaseEndpoint)
+	if endpoint == "" {
+		endpoint = "region " + db.Options().Region
+	}
+	switch {
+	case err != nil && ctx.Err() == nil && callCtx.Err() != nil:
+		return "", &dynamolock.ConnectionError{Endpoint: endpoint, Op: "DescribeTable",
+			Reason: fmt.Sprintf("no answer within %s", bound)}
+	case err != nil:
 		return "", fmt.Errorf("describing table %q: %w", table, err)
+	case out.Table == nil:
+		return "", &dynamolock.ConnectionError{Endpoint: endpoint, Op: "DescribeTable",
+			Reason: "its answer describes no table: it is not DynamoDB"}
 	}
 	for _, k := range out.Table.KeySchema {
 		if k.KeyType == types.KeyTypeRange {

@@ -3,12 +3,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // TestInspectModes: list and show show a read/write lock's shared holders
@@ -159,4 +164,38 @@ func TestInspectModes(t *testing.T) {
 	if l := show(t, table, "rw"); !l.Released || l.HeldAs != "" || len(l.Readers) != 0 {
 		t.Errorf("after every run: %+v", l)
 	}
+}
+
+// Issue 49, item 7: show NAME of a --limit name whose slot 0 no run ever
+// took (the runs took #1 and #2) still finds its slots.
+func TestShowFindsSlotsWithoutSlotZero(t *testing.T) {
+	t.Parallel()
+	table := newTable(t)
+	for i, owner := range []string{"encoder-A", "encoder-B"} {
+		key := fmt.Sprintf("encoders#%d", i+1)
+		putLock(t, table, key, owner, "20s")
+		_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(table),
+			Key:                       map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: key}},
+			UpdateExpression:          aws.String("SET lockExampleLimit = :n"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "3"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An item named like a slot but no --limit run's is not counted.
+	putLock(t, table, "encoders#7", "someone", "20s")
+	p := runTool(t, "--table", table, "show", "encoders")
+	wantCode(t, p, exitOK)
+	out := p.stdout.String()
+	for _, want := range []string{`"encoders": 3 slots read (encoders#0 to encoders#2), 2 held`, "encoders#1", "encoders#2", "encoder-A", "encoder-B"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "encoders#7") {
+		t.Errorf("show counts an item that is not a slot:\n%s", out)
+	}
+	wantCode(t, runTool(t, "--table", table, "show", "no-such-name"), exitNoSuchKey)
 }

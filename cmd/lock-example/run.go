@@ -126,6 +126,10 @@ func (r *runner) waitForLock() (*dynamolock.Lock, int) {
 	}
 	probed := make(chan error, 1)
 	probing := false
+	// A probe still out when the acquisition answers is cancelled, not
+	// waited for: against a silent endpoint it would add its own bound.
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
 	lastOK := time.Now()
 wait:
 	for {
@@ -141,7 +145,7 @@ wait:
 			if !probing {
 				probing = true
 				go func() {
-					pctx, pcancel := context.WithTimeout(ctx, r.t.heartbeat)
+					pctx, pcancel := context.WithTimeout(probeCtx, r.t.heartbeat)
 					defer pcancel()
 					_, err := r.client.GetWithContext(pctx, r.name)
 					probed <- err
@@ -160,6 +164,7 @@ wait:
 			}
 		}
 	}
+	stopProbe()
 	if probing {
 		<-probed
 	}

@@ -194,7 +194,16 @@ func showLock(ctx context.Context, cfg *config, client *dynamolock.Client, tap *
 		if err != nil {
 			return 0, err
 		}
-		if n := holdersOf(tap.item(slot0, cfg.sortValue())).limit; l.OwnerName() != "" && n > 0 {
+		n := holdersOf(tap.item(slot0, cfg.sortValue())).limit
+		if l.OwnerName() == "" || n == 0 {
+			// No run took slot 0 (or it is not a --limit run's): find
+			// the name's slots by a listing, which costs a Scan of the
+			// table, on this path only.
+			if n, err = slotsInTable(ctx, cfg, client, tap, name); err != nil {
+				return 0, err
+			}
+		}
+		if n > 0 {
 			keys = slotKeys(name, n)
 			if obs, err = watchLocks(ctx, cfg, client, tap, keys); err != nil {
 				return 0, err
@@ -246,6 +255,29 @@ func showLock(ctx context.Context, cfg *config, client *dynamolock.Client, tap *
 		printLock(w, o, cfg.watch)
 	}
 	return exitOK, nil
+}
+
+// slotsInTable returns how many slots of the --limit name to read: the
+// largest --limit of the runs that took a slot NAME#i, or i+1 when a slot
+// lies beyond it; 0 when the table has none.
+func slotsInTable(ctx context.Context, cfg *config, client *dynamolock.Client, tap *itemTap, name string) (int, error) {
+	locks, err := readAll(ctx, client, cfg.sortValue(), io.Discard, false)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range locks {
+		slotName, i, ok := slotOf(l.PartitionKey())
+		if !ok || slotName != name {
+			continue
+		}
+		limit := holdersOf(tap.item(l.PartitionKey(), l.SortKey())).limit
+		if limit == 0 {
+			continue // NAME#i, but not a --limit run's slot
+		}
+		n = max(n, limit, i+1)
+	}
+	return n, nil
 }
 
 func writeJSON(w io.Writer, v any) error {
