@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
 )
 
 var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's Go snippets from example_test.go")
@@ -21,8 +25,10 @@ var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's Go sni
 var snippetRegion = regexp.MustCompile(`(?ms)^[ \t]*// snippet:([a-z0-9-]+)\n(.*?)^[ \t]*// snippet:end\n`)
 
 // readmeGoBlock matches a Go block of README.md with the marker that names
-// its region: <!-- snippet:NAME --> on the line before the opening fence.
-var readmeGoBlock = regexp.MustCompile("(?ms)^(?:<!-- snippet:([a-z0-9-]+) -->\\n)?```go\\n(.*?)^```\\n")
+// its region: <!-- snippet:NAME --> on the line before the opening fence;
+// <!-- snippet:file:PATH --> shows the whole file PATH of the repository
+// (a complete program, which go vet and TestQuickStartProgram build).
+var readmeGoBlock = regexp.MustCompile("(?ms)^(?:<!-- snippet:([a-z0-9-]+|file:[a-z0-9/._-]+) -->\\n)?```go\\n(.*?)^```\\n")
 
 // exampleSnippets returns the regions of example_test.go, de-indented.
 func exampleSnippets(t *testing.T) map[string]string {
@@ -77,6 +83,11 @@ func TestReadmeSnippets(t *testing.T) {
 			return block
 		}
 		want, ok := snippets[name]
+		if path, isFile := strings.CutPrefix(name, "file:"); isFile {
+			b, err := os.ReadFile(path)
+			want, ok = string(b), err == nil
+			snippets[name] = want
+		}
 		if !ok {
 			problems = append(problems, fmt.Sprintf("README.md shows snippet %q, which example_test.go does not have", name))
 			return block
@@ -133,4 +144,30 @@ func captureStdout(t *testing.T, f func()) string {
 	out := <-done
 	require.NoError(t, r.Close())
 	return string(out)
+}
+
+// The README's complete program (examples/quickstart) builds as shown and
+// runs against DynamoDB Local with only the SDK's own environment
+// variables, twice in a row.
+func TestQuickStartProgram(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "quickstart")
+	build := exec.Command("go", "build", "-o", bin, "./examples/quickstart")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+endpoint, "AWS_REGION="+ddblocal.Region,
+		"AWS_ACCESS_KEY_ID="+ddblocal.AccessKey, "AWS_SECRET_ACCESS_KEY="+ddblocal.SecretKey,
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	for run := 1; run <= 2; run++ {
+		cmd := exec.Command(bin)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "run %d: %s", run, out)
+		assert.Regexp(t, `^working on customer-42, fencing token [1-9][0-9]*\n$`, string(out), "run %d", run)
+	}
 }
