@@ -153,6 +153,15 @@ func startToolEnv(t *testing.T, env []string, args ...string) *proc {
 	return startToolAttr(t, env, nil, args...)
 }
 
+// startPlainEnv is startToolEnv with the binary built without -race
+// (plainBinPath): for the tests of how long a run takes to start.
+func startPlainEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(plainBinPath, args...)
+	cmd.Env = append(childEnv(), env...)
+	return startProc(t, cmd, func(p *proc) { _ = p.cmd.Process.Kill() })
+}
+
 // startToolAttr is startToolEnv with process attributes (Setpgid: as a
 // shell with job control starts a job).
 func startToolAttr(t *testing.T, env []string, attr *syscall.SysProcAttr, args ...string) *proc {
