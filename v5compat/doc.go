@@ -43,14 +43,15 @@
 //     wrong: a reserved attribute name in [WithAdditionalAttributes], a
 //     heartbeat period longer than half the lease (v5 returns untyped
 //     errors for those two), a negative duration, an empty key, a nil
-//     context (which v5 dereferences).
+//     context (which v5 passes on to the SDK).
 //   - [Client.CreateTable] of the client's own table keys it, by default,
 //     on the client's partition key name ([WithPartitionKeyName]); v5
 //     keys it on "key" whatever the client uses, making a table its own
 //     client cannot use. Other tables default to "key", as in v5.
 //   - [Client.Get] returns a new *Lock value each call, for the same lock:
 //     the lock's state is shared, the pointers differ (v5 returns its held
-//     *Lock itself).
+//     *Lock itself). A view of another's lock reads as expired, as in v5;
+//     its Native().IsExpired tells whether its holder is within its lease.
 //   - Log lines are the root package's, not v5's.
 //   - An item written by the root package carries a fencingToken
 //     attribute, and expiry attributes when [WithNativeOptions] asks for

@@ -2,6 +2,7 @@ package dynamolock
 
 import (
 	"context"
+	"errors"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -42,14 +43,12 @@ func (l *Lock) AdditionalAttributes() map[string]types.AttributeValue {
 }
 
 // IsExpired reports whether the lock can no longer be relied on: it was
-// released or lost, or its lease ran out by this host's clock. For a
-// read-only view from [Client.Get], whether the item was released, absent,
-// or left unchanged for its lease since it was read.
+// released or lost, or its lease ran out by this host's clock. As in v5,
+// it is true for every lock this client does not hold: a read-only view
+// from [Client.Get] of another's item (whether that holder is still within
+// its lease, Native().IsExpired tells), a nil or caller-made Lock.
 func (l *Lock) IsExpired() bool {
-	if l == nil {
-		return true
-	}
-	return l.lock.IsExpired()
+	return l == nil || l.lock.IsExpired() || errors.Is(l.lock.Err(), native.ErrLockNotHeld)
 }
 
 // IsAlmostExpired reports whether the lock has gone its session monitor's
@@ -71,12 +70,12 @@ func (l *Lock) IsAlmostExpired() (bool, error) {
 // returns [ErrCannotReleaseNullLock] for a lock no client acquired (nil,
 // or made by the caller), and [ErrLockAlreadyReleased] when the lock
 // already expired, was released or lost (for a lost one, [Lock.Err] says
-// how).
+// how), and for a view from [Client.Get] of another's lock, as v5 does.
 func (l *Lock) Close(ctx context.Context) error {
 	if l == nil || l.client == nil || l.lock == nil {
 		return ErrCannotReleaseNullLock
 	}
-	if l.lock.IsExpired() {
+	if l.IsExpired() {
 		return ErrLockAlreadyReleased
 	}
 	_, err := l.client.ReleaseLock(ctx, l)
@@ -107,7 +106,8 @@ func (l *Lock) Err() error {
 // FencingToken returns the lock's fencing token: a number greater than
 // that of every earlier holder of the key. Pass it to the stores you write
 // to, and have them refuse lower tokens than the highest they have seen.
-// Zero for a lock this client does not hold. Not in v5.
+// For a view from [Client.Get], the item's token (zero for an item that only
+// clients without tokens, such as v5, wrote). Not in v5.
 func (l *Lock) FencingToken() uint64 {
 	if l == nil {
 		return 0
