@@ -3,6 +3,7 @@ package dynamolock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
@@ -205,4 +206,52 @@ func TestV5CompatGetViews(t *testing.T) {
 	require.ErrorIs(t, b.SendHeartbeat(ctx, view), v5.ErrReadOnlyLockHeartbeat)
 	require.NoError(t, own.Close(ctx))
 	require.True(t, la.IsExpired(), "one lock: closing what Get returned released it")
+}
+
+// TestV5CompatTakesOverAV5Item: an item exactly as v5 writes it (its
+// record version number is a time and a random string, its lease in Go's
+// duration format, no fencing token) is waited for while it changes, and
+// taken over once left unchanged for its lease.
+func TestV5CompatTakesOverAV5Item(t *testing.T) {
+	table := newTable(t, "")
+	db, _ := newDB(t)
+	ctx := context.Background()
+	put := func(rvn string) {
+		putRaw(t, db, table, map[string]types.AttributeValue{
+			"key": s("k"), "ownerName": s("V5OWNERAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+			"leaseDuration": s("1s"), "recordVersionNumber": s(rvn),
+			"data": &types.AttributeValueMemberB{Value: []byte("v5 data")},
+		})
+	}
+	put("1796390000000000000:AAAA")
+	c := newV5(t, db, table, v5.WithLeaseDuration(time.Second), v5.WithHeartbeatPeriod(250*time.Millisecond))
+	// Renewed, as a live v5 holder does: never taken.
+	stop := make(chan struct{})
+	renewed := make(chan struct{})
+	var lastPut time.Time // read after renewed closes
+	go func() {
+		defer close(renewed)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+				lastPut = time.Now()
+				put(fmt.Sprintf("17963900000000%05d:AAAA", i))
+			}
+		}
+	}()
+	_, err := c.AcquireLock(ctx, "k", v5.WithRefreshPeriod(100*time.Millisecond))
+	var te *v5.TimeoutError
+	require.ErrorAs(t, err, &te, "a live v5 holder keeps the lock")
+	close(stop)
+	<-renewed
+	// Left alone: taken over a lease after its last change was seen, its
+	// data kept.
+	l, err := c.AcquireLock(ctx, "k", v5.WithRefreshPeriod(100*time.Millisecond))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(lastPut), time.Second)
+	require.Equal(t, []byte("v5 data"), l.Data())
+	require.Positive(t, l.FencingToken())
+	require.NoError(t, l.Close(ctx))
 }
