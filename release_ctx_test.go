@@ -30,8 +30,9 @@ func TestLockRelease(t *testing.T) {
 	var nilLock *dynamolock.Lock
 	require.ErrorIs(t, nilLock.Release(ctx), dynamolock.ErrCannotReleaseNullLock)
 	require.ErrorIs(t, (&dynamolock.Lock{}).Release(ctx), dynamolock.ErrLockNotHeld)
-	//nolint:staticcheck // a nil context is the bad input under test
-	require.ErrorIs(t, l.Release(nil), dynamolock.ErrInvalidArgument)
+	var nilCtx context.Context // what a caller passes by mistake
+	require.ErrorIs(t, l.Release(nilCtx), dynamolock.ErrInvalidArgument)
+	require.ErrorIs(t, newRW(t, c, "rw").Unlock(nilCtx, l), dynamolock.ErrInvalidArgument)
 
 	// A release whose ctx already ended sends nothing and keeps the lock.
 	l2, err := c.AcquireLockWithContext(ctx, "k2")
