@@ -67,5 +67,8 @@
 // engine's acquisition, release, heartbeat and table options are accepted
 // where v5's are (the option types are the same).
 //
+// In this package's documentation, native names the root package,
+// github.com/arielsrv/dynamolock/v2 (native.ErrLockLost is its ErrLockLost).
+//
 // v5 needs Go 1.27; this package needs the Go of the module (1.26).
 package dynamolock
