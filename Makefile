@@ -15,6 +15,10 @@
 #                    13 modules besides itself, the library and the AWS SDK
 #   make demo        cmd/lock-example against a DynamoDB Local started for it:
 #                    two processes on one lock never overlap (scripts/demo.sh)
+#   make v5-suite    dynamolock v5's own external tests, read from a fetched
+#                    snapshot of v5 (V5_REPO), run against ./v5compat on a
+#                    DynamoDB Local started for it (scripts/v5-suite.sh; not
+#                    part of test)
 #   make bench       Go benchmarks, then tools/cmd/lockbench against a DynamoDB Local
 #                    started for it: writes docs/BENCHMARKS.md and
 #                    docs/benchmarks.png (about 25 minutes; not part of test)
@@ -103,3 +107,10 @@ MUTATE_IDS   ?=
 .PHONY: mutate
 mutate:
 	@MUTATE_SEEDS=$(MUTATE_SEEDS) $(DDBLOCAL) run bash scripts/mutate.sh $(MUTATE_IDS)
+
+# make v5-suite: v5's external test suite against ./v5compat
+# (scripts/v5-suite.sh says what it changes in v5's files and which tests it
+# skips, and why). V5_REPO is the git directory of v5's repository.
+.PHONY: v5-suite
+v5-suite:
+	@bash scripts/v5-suite.sh

@@ -12,6 +12,9 @@
 //   - A read/write lock: [RWLock.RLock] for one of many readers,
 //     [RWLock.Lock] for the only writer.
 //
+// A program written for dynamolock v2 or v5 switches by changing its
+// import path alone: see "Kept for dynamolock v2 and v5" below.
+//
 // Most programs need three calls: [New], [Client.CreateTableIfNotExists]
 // at start, and one of the three above. A worker, given an aws.Config:
 //
@@ -42,26 +45,48 @@
 // [Lock.Done] closes when it ends. [Election.Leader] and [Election.Observe]
 // read who leads; [Election.Resign] steps down. [Client.NewRWLock] names a
 // read/write lock: never a writer with anyone else, and a waiting writer
-// is not starved by readers that come after it.
+// is not starved by readers that come after it; [RWLock.Unlock] and
+// [RWLock.RUnlock] release its locks.
 //
 // # Holding a lock yourself
 //
 //   - [Client.AcquireLockWithContext] acquires a key, waiting for a live
-//     holder and taking over a dead one; [Client.ReleaseLockWithContext]
-//     releases it.
+//     holder and taking over a dead one; [Lock.Release] (or
+//     [Client.ReleaseLockWithContext]) releases it, and
+//     [Client.CloseWithContext] releases all the client holds.
 //   - [Lock.Done] and [Lock.Err] tell when and why a held lock was lost.
 //   - [Lock.FencingToken] and [Lock.TransactionCondition] make writes safe
 //     even after a loss the holder has not noticed yet.
 //   - [Client.AcquireLocks] takes several keys at once or none;
 //     [Client.NewSemaphore] lets up to size holders in.
 //
+// # Kept for dynamolock v2 and v5
+//
+// Every call that sends a DynamoDB request takes a context, or has a form
+// that does. The forms without one are dynamolock v2's, kept so that v2
+// programs compile unchanged; each does what its form with a context (on
+// the right) does with context.Background():
+//
+//	Client.AcquireLock    Client.AcquireLockWithContext
+//	Client.ReleaseLock    Client.ReleaseLockWithContext, Lock.Release
+//	Client.Get            Client.GetWithContext
+//	Client.SendHeartbeat  Client.SendHeartbeatWithContext
+//	Client.CreateTable    Client.CreateTableWithContext
+//	Client.Close          Client.CloseWithContext
+//	Lock.Close            Lock.Release
+//
+// Also v2's: the [Logger] and [ContextLogger] adapters,
+// [Lock.IsAlmostExpired] and [WithSessionMonitor].
+//
+// dynamolock v5 (cirello.io/dynamolock/v5) has v2's protocol with other
+// signatures (a context first in every call), which this package's names
+// already use for v2's: its API is package
+// github.com/arielsrv/dynamolock/v2/v5compat, on this package's engine. A
+// v5 program switches by changing its import path to that one; that
+// package's documentation says where it differs from v5, and why.
+//
 // # The rest of the API
 //
-//   - dynamolock v2's API, kept so that v2 programs compile unchanged: the
-//     forms without a context ([Client.AcquireLock], [Client.ReleaseLock],
-//     [Client.Get], [Client.SendHeartbeat], [Client.CreateTable]), the
-//     [Logger] and [ContextLogger] adapters, [Lock.IsAlmostExpired] and
-//     [WithSessionMonitor].
 //   - Amazon's Java client's options and calls: [WithReentrant],
 //     [WithAcquireOnlyIfLockAlreadyExists], [WithBestEffort],
 //     [WithHoldLockOnServiceUnavailable], [WithSortKeyValue],
@@ -104,8 +129,8 @@
 //     ([SendHeartbeatOption]): [WithLeaseDurationToEnsure],
 //     [ReplaceHeartbeatData], [DeleteData], [HeartbeatRetries],
 //     [UnsafeMatchOwnerOnly].
-//   - Release, given to [Client.ReleaseLockWithContext]
-//     ([ReleaseLockOption]): [WithDeleteLock], [WithDataAfterRelease],
+//   - Release, given to [Lock.Release], [Client.ReleaseLockWithContext]
+//     and [RWLock.Unlock] ([ReleaseLockOption]): [WithDeleteLock], [WithDataAfterRelease],
 //     [WithBestEffort].
 //   - Table, given to [Client.CreateTableWithContext] and
 //     [Client.CreateTableIfNotExists] ([CreateTableOption]):

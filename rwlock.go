@@ -54,8 +54,9 @@ func (e *TooManyReadersError) Error() string {
 // together. Readers and writers in every process get the lock in the order
 // they started waiting, as [WithFairness] does for a plain lock. It is safe
 // for concurrent use; [RWLock.RLock] and [RWLock.Lock] return ordinary
-// held [*Lock] values (heartbeats, [Lock.Done], release with
-// [Client.ReleaseLockWithContext] or [Lock.Close]). A lock is not
+// held [*Lock] values (heartbeats, [Lock.Done]); release them with
+// [RWLock.Unlock] and [RWLock.RUnlock] ([Lock.Release] and
+// [Client.ReleaseLockWithContext] release them too). A lock is not
 // reentrant: a holder that asks again waits for itself, as with
 // sync.RWMutex.
 //
