@@ -105,6 +105,11 @@ func (c *Client) checkTable(ctx context.Context) error {
 		return t.failed
 	}
 	fail := func(err error) error {
+		if ctx.Err() != nil {
+			// This write's own context ended the check: not a failure
+			// of the endpoint, and not the other waiters' to share.
+			return &notSentError{err: err}
+		}
 		t.failed = &notSentError{err: err}
 		t.fails.Add(1)
 		return t.failed

@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -298,5 +300,91 @@ func TestSlowTakeoverInTheWaitsLastSecondLands(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.Close())
 		_ = dead.Close()
+	})
+}
+
+// The table check's failure is shared with the writes that waited for it
+// only when the endpoint failed it: a check that the first write's own
+// context ended is run again by the next write, which then meets the
+// silent endpoint itself (a "no answer" ConnectionError), not the first
+// caller's deadline. (A try-lock, which does not retry, returned the
+// first caller's 100 ms deadline before.)
+func TestTableCheckEndedByItsCallersContextIsNotShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := dynamolocktest.New()
+		conn := db.Conn()
+		c, err := dynamolock.New(conn, "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
+		require.NoError(t, err)
+		setup, err := dynamolock.New(db.Conn(), "locks")
+		require.NoError(t, err)
+		_, err = setup.CreateTableIfNotExists(context.Background())
+		require.NoError(t, err)
+		conn.Stall()
+
+		short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		first := make(chan error, 1)
+		go func() { _, err := c.AcquireLockWithContext(short, "a"); first <- err }()
+		synctest.Wait() // the first write holds the table check
+		begin := time.Now()
+		_, err = c.AcquireLockWithContext(context.Background(), "b", dynamolock.FailIfLocked())
+		took := time.Since(begin)
+		require.ErrorIs(t, <-first, context.DeadlineExceeded)
+		var ce *dynamolock.ConnectionError
+		require.ErrorAs(t, err, &ce, "the second write's own failure: %v", err)
+		assert.Contains(t, ce.Reason, "no answer within")
+		assert.GreaterOrEqual(t, took, time.Second, "its own check's bound, not the first caller's 100 ms")
+		conn.Heal()
+		require.NoError(t, c.Close())
+		require.NoError(t, setup.Close())
+	})
+}
+
+// landThenHang applies the first acquiring UpdateItem and then gives no
+// answer until the caller's context ends: a write that landed and whose
+// answer the call's bound cut off.
+type landThenHang struct {
+	*dynamolocktest.Conn
+	hung atomic.Bool
+}
+
+func (l *landThenHang) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := l.Conn.UpdateItem(ctx, in, o...)
+	if err == nil && l.hung.CompareAndSwap(false, true) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return out, err
+}
+
+// A write the wait's end cut off after it landed is taken back before the
+// acquisition returns: another client takes the key at once, not a lease
+// later.
+func TestWriteCutByTheWaitsEndIsUndone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := dynamolocktest.New()
+		ctx := context.Background()
+		other, err := dynamolock.New(db.Conn(), "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
+		require.NoError(t, err)
+		_, err = other.CreateTableIfNotExists(ctx)
+		require.NoError(t, err)
+		hang := &landThenHang{Conn: db.Conn()}
+		c, err := dynamolock.New(hang, "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
+		require.NoError(t, err)
+
+		begin := time.Now()
+		_, err = c.AcquireLockWithContext(ctx, "k")
+		took := time.Since(begin)
+		var ce *dynamolock.ConnectionError
+		require.ErrorAs(t, err, &ce)
+		assert.Contains(t, ce.Reason, "no answer within")
+		assert.LessOrEqual(t, took, 4*time.Second+200*time.Millisecond, "ends within its lease + 1 s")
+
+		l, err := other.AcquireLockWithContext(ctx, "k", dynamolock.FailIfLocked())
+		require.NoError(t, err, "the write that landed was undone")
+		_, err = other.ReleaseLockWithContext(ctx, l)
+		require.NoError(t, err)
+		require.NoError(t, c.Close())
+		require.NoError(t, other.Close())
 	})
 }
