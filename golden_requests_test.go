@@ -27,6 +27,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
@@ -104,8 +106,8 @@ func TestGoldenRequests(t *testing.T) {
 		}
 	}
 	entropy.Int64N = func(int64, string, string) int64 { return 0 }
-	scenarios := map[string]func(t *testing.T, ctx context.Context, c *dynamolock.Client){
-		"single": func(t *testing.T, ctx context.Context, c *dynamolock.Client) {
+	scenarios := map[string]func(t *testing.T, ctx context.Context, c *dynamolock.Client, g *goldenWorld){
+		"single": func(t *testing.T, ctx context.Context, c *dynamolock.Client, _ *goldenWorld) {
 			l, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithData([]byte("d")))
 			require.NoError(t, err)
 			require.NoError(t, c.SendHeartbeatWithContext(ctx, l))
@@ -120,14 +122,14 @@ func TestGoldenRequests(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, ok)
 		},
-		"multi": func(t *testing.T, ctx context.Context, c *dynamolock.Client) {
+		"multi": func(t *testing.T, ctx context.Context, c *dynamolock.Client, _ *goldenWorld) {
 			locks, err := c.AcquireLocks(ctx, []string{"a", "b"})
 			require.NoError(t, err)
 			for _, l := range locks {
 				require.NoError(t, l.Close())
 			}
 		},
-		"semaphore": func(t *testing.T, ctx context.Context, c *dynamolock.Client) {
+		"semaphore": func(t *testing.T, ctx context.Context, c *dynamolock.Client, _ *goldenWorld) {
 			s, err := c.NewSemaphore("sem", 2)
 			require.NoError(t, err)
 			a, err := s.Acquire(ctx)
@@ -137,7 +139,7 @@ func TestGoldenRequests(t *testing.T) {
 			require.NoError(t, a.Close())
 			require.NoError(t, b.Close())
 		},
-		"election": func(t *testing.T, ctx context.Context, c *dynamolock.Client) {
+		"election": func(t *testing.T, ctx context.Context, c *dynamolock.Client, _ *goldenWorld) {
 			e := c.NewElection("leader")
 			_, err := e.Campaign(ctx, []byte("me"))
 			require.NoError(t, err)
@@ -145,7 +147,7 @@ func TestGoldenRequests(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, e.Resign(ctx))
 		},
-		"rwlock": func(t *testing.T, ctx context.Context, c *dynamolock.Client) {
+		"rwlock": func(t *testing.T, ctx context.Context, c *dynamolock.Client, _ *goldenWorld) {
 			rw, err := c.NewRWLock("rw")
 			require.NoError(t, err)
 			r1, err := rw.RLock(ctx)
@@ -158,10 +160,105 @@ func TestGoldenRequests(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, w.Close())
 		},
-		"fair": func(t *testing.T, ctx context.Context, c *dynamolock.Client) {
+		"fair": func(t *testing.T, ctx context.Context, c *dynamolock.Client, _ *goldenWorld) {
 			l, err := c.AcquireLockWithContext(ctx, "f", dynamolock.WithFairness())
 			require.NoError(t, err)
 			require.NoError(t, l.Close())
+		},
+		// The contended paths: a waiter that polls and takes a released
+		// key, a takeover of a dead holder, a claim of a write whose answer
+		// was lost, an undo, the fair queue's joins, a fair semaphore's
+		// write beside its queue, and the read/write lock's queue.
+		"contended": func(t *testing.T, ctx context.Context, c *dynamolock.Client, g *goldenWorld) {
+			other := g.client(t, "other")
+			l, err := other.AcquireLockWithContext(ctx, "k")
+			require.NoError(t, err)
+			got := g.async(func() (*dynamolock.Lock, error) {
+				return c.AcquireLockWithContext(ctx, "k", dynamolock.WithRefreshPeriod(100*time.Millisecond))
+			})
+			g.settle(250 * time.Millisecond)
+			require.NoError(t, l.Close())
+			mine := got()
+			require.NoError(t, mine.Close())
+			// A dead holder's lock, taken over after its lease.
+			dead, err := dynamolock.New(g.db, "locks", dynamolock.WithOwnerName("dead"),
+				dynamolock.WithLeaseDuration(time.Second), dynamolock.WithHeartbeatPeriod(0))
+			require.NoError(t, err)
+			g.others = append(g.others, dead)
+			_, err = dead.AcquireLockWithContext(ctx, "t")
+			require.NoError(t, err)
+			l, err = c.AcquireLockWithContext(ctx, "t", dynamolock.WithRefreshPeriod(300*time.Millisecond))
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+			// The first acquiring write's answer is lost: the read after it
+			// shows the write, which is claimed.
+			g.loseAnswer("l1")
+			l, err = c.AcquireLockWithContext(ctx, "l1", dynamolock.WithRefreshPeriod(100*time.Millisecond))
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+			// Lost again, and the try-lock gives up: its write is undone.
+			g.loseAnswer("l2")
+			_, err = c.AcquireLockWithContext(ctx, "l2", dynamolock.FailIfLocked())
+			require.Error(t, err)
+		},
+		"fair-contended": func(t *testing.T, ctx context.Context, c *dynamolock.Client, g *goldenWorld) {
+			other := g.client(t, "other")
+			l, err := other.AcquireLockWithContext(ctx, "f", dynamolock.WithFairness())
+			require.NoError(t, err)
+			// A lease of 3 s, the queue entry's too: renewed while it waits.
+			waiter := g.client(t, "waiter", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(1237*time.Millisecond)) // no instant shared with the polls: one order of requests
+			got := g.async(func() (*dynamolock.Lock, error) {
+				return waiter.AcquireLockWithContext(ctx, "f", dynamolock.WithFairness(), dynamolock.WithRefreshPeriod(400*time.Millisecond))
+			})
+			g.settle(2500 * time.Millisecond) // past a third of the queue entry's lease, twice: renewed
+			require.NoError(t, l.Close())
+			mine := got()
+			require.NoError(t, mine.Close())
+		},
+		"semaphore-fair-contended": func(t *testing.T, ctx context.Context, c *dynamolock.Client, g *goldenWorld) {
+			other := g.client(t, "other")
+			s, err := other.NewSemaphore("sem", 2)
+			require.NoError(t, err)
+			a, err := s.Acquire(ctx, dynamolock.WithFairness())
+			require.NoError(t, err)
+			b, err := s.Acquire(ctx, dynamolock.WithFairness())
+			require.NoError(t, err)
+			mySem, err := c.NewSemaphore("sem", 2)
+			require.NoError(t, err)
+			got := g.async(func() (*dynamolock.Lock, error) {
+				return mySem.Acquire(ctx, dynamolock.WithFairness(), dynamolock.WithRefreshPeriod(100*time.Millisecond))
+			})
+			g.settle(250 * time.Millisecond)
+			require.NoError(t, b.Close()) // the slot beside the queue's item frees up
+			mine := got()
+			require.NoError(t, mine.Close())
+			require.NoError(t, a.Close())
+		},
+		"rwlock-contended": func(t *testing.T, ctx context.Context, c *dynamolock.Client, g *goldenWorld) {
+			other := g.client(t, "other")
+			orw, err := other.NewRWLock("rw")
+			require.NoError(t, err)
+			// A writer whose queue entry is renewed while it waits.
+			waiter := g.client(t, "waiter", dynamolock.WithLeaseDuration(900*time.Millisecond), dynamolock.WithHeartbeatPeriod(337*time.Millisecond)) // no instant shared with the polls
+			rw, err := waiter.NewRWLock("rw")
+			require.NoError(t, err)
+			r, err := orw.RLock(ctx)
+			require.NoError(t, err)
+			// A writer waits for the reader, a reader waits behind the writer.
+			writer := g.async(func() (*dynamolock.Lock, error) {
+				return rw.Lock(ctx, dynamolock.WithRefreshPeriod(100*time.Millisecond))
+			})
+			g.settle(250 * time.Millisecond)
+			reader := g.async(func() (*dynamolock.Lock, error) {
+				return orw.RLock(ctx, dynamolock.WithRefreshPeriod(100*time.Millisecond))
+			})
+			g.settle(250 * time.Millisecond)
+			require.NoError(t, r.Close())
+			w := writer()
+			g.settle(250 * time.Millisecond)
+			require.NoError(t, w.Close())
+			r = reader()
+			require.NoError(t, r.Close())
 		},
 	}
 	for _, session := range []bool{false, true} {
@@ -188,8 +285,12 @@ func TestGoldenRequests(t *testing.T) {
 					ctx := context.Background()
 					_, err = c.CreateTableWithContext(ctx, "locks")
 					require.NoError(t, err)
-					run(t, ctx, c)
+					g := &goldenWorld{db: db, opts: opts}
+					run(t, ctx, c, g)
 					require.NoError(t, c.Close())
+					for _, o := range g.others {
+						require.NoError(t, o.Close())
+					}
 					path := filepath.Join("testdata", "requests", name+".golden")
 					got := log.text()
 					if *goldenUpdate {
@@ -204,4 +305,67 @@ func TestGoldenRequests(t *testing.T) {
 			})
 		}
 	}
+}
+
+// goldenWorld is what a contended scenario needs beside its client: more
+// clients on the same recorded connection, waits that end only when every
+// goroutine of the bubble is blocked (so the order of requests is the same
+// on every run), and a lost answer.
+type goldenWorld struct {
+	db     *faults.Client
+	opts   []dynamolock.ClientOption
+	others []*dynamolock.Client
+}
+
+// client is another client on the recorded connection, with the scenario's
+// options (its session too), the owner name and extra after them.
+func (g *goldenWorld) client(t *testing.T, owner string, extra ...dynamolock.ClientOption) *dynamolock.Client {
+	t.Helper()
+	opts := append(slices.Clone(g.opts), dynamolock.WithOwnerName(owner))
+	c, err := dynamolock.New(g.db, "locks", append(opts, extra...)...)
+	require.NoError(t, err)
+	g.others = append(g.others, c)
+	return c
+}
+
+// async runs acquire in a goroutine of the bubble, and lets it run until it
+// blocks; the function returned waits for its lock.
+func (g *goldenWorld) async(acquire func() (*dynamolock.Lock, error)) func() *dynamolock.Lock {
+	type result struct {
+		l   *dynamolock.Lock
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		l, err := acquire()
+		ch <- result{l, err}
+	}()
+	synctest.Wait()
+	return func() *dynamolock.Lock {
+		r := <-ch
+		if r.err != nil {
+			panic(r.err)
+		}
+		return r.l
+	}
+}
+
+// settle lets d of virtual time pass, every goroutine of the bubble
+// blocked at its end.
+func (g *goldenWorld) settle(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+// loseAnswer makes the next acquiring write of key land and lose its
+// answer.
+func (g *goldenWorld) loseAnswer(key string) {
+	g.db.Add(&faults.Rule{Op: "UpdateItem", Times: 1, LoseAnswer: true, Match: func(in any) bool {
+		u, ok := in.(*dynamodb.UpdateItemInput)
+		if !ok || u.ReturnValues != types.ReturnValueAllOld {
+			return false
+		}
+		pk, _ := u.Key["key"].(*types.AttributeValueMemberS)
+		return pk != nil && pk.Value == key
+	}})
 }
