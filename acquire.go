@@ -83,17 +83,13 @@ type acquisition struct {
 	// a later answer shows it, and released again (undo) if the call gives
 	// up.
 	attempts map[string]attempt
-	// semFair is the fair queue of a semaphore (modeAny with
-	// WithFairness): kept in the first slot's item.
-	semFair *watch
-	// rw is the state of an RWLock's reader or writer (modeOne on the
-	// lock's key), nil for the other kinds of holders: its decision
-	// (rwDecide), writes (grant, rwJoin) and undo are this kind's; the loop,
-	// the deadline, admission and Close are the engine's.
-	rw *rwState
-	// noSession: the acquisition of a session's own item, which its
-	// client's session cannot hold.
-	noSession bool
+	// kind is the kind of holder this call acquires as (kind.go): its
+	// decision, its writes, its queue; the loop, the deadline, admission
+	// and Close are the engine's.
+	kind holderKind
+	// leases is where the locks of this call get their lease: their own,
+	// or the client's session (lease.go).
+	leases leaseSource
 }
 
 // attempt is one acquiring write (an UpdateItem, or a transaction of one
@@ -104,13 +100,16 @@ type attempt struct {
 	// unsure: it may have landed and the lock is not held (no answer said
 	// it failed). Such writes are released again if the call gives up.
 	unsure bool
-	on     []*watch // the keys it wrote
-	reader bool     // an RWLock reader's entry (its id is a.rw.id), not the item's holder
-	sess   *Session // the session that holds what it wrote (WithSession); nil: its own lease
+	on     []*watch  // the keys it wrote
+	shape  itemShape // where it wrote the lock: the holder's slot, or a reader's entry
+	sess   *Session  // the session that holds what it wrote (WithSession); nil: its own lease
 }
 
 func (c *Client) newAcquisition(m mode, o *acquireLockOptions, keys []string, what string) *acquisition {
-	a := &acquisition{c: c, o: o, mode: m, what: what, start: c.now(), attempts: make(map[string]attempt, 2)}
+	a := &acquisition{c: c, o: o, mode: m, what: what, start: c.now(), attempts: make(map[string]attempt, 2), kind: exclusive{}, leases: ownLease{}}
+	if c.cfg.session {
+		a.leases = clientSession{}
+	}
 	for _, k := range keys {
 		w := &watch{key: k, sortKey: o.sortKey, regKey: registryKey(k, o.sortKey)}
 		if o.fair && m == modeOne {
@@ -166,7 +165,7 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 		n = 1
 	}
 	var admitted admission
-	if !a.bySession() { // a session's locks need no renewal of their own
+	if a.leases.renewsEach() {
 		var err error
 		if admitted, err = a.c.admit(ctx, n, a.o.lease, a.admitEnd(), a.what); err != nil {
 			return nil, err
@@ -217,11 +216,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 	}
 	now := a.c.now()
 	for _, w := range a.watches {
-		if a.rw != nil {
-			w.next = a.rwDecideNext(w, now)
-			continue
-		}
-		w.next = a.fairly(w, decision{step: stepWrite}, now, time.Time{})
+		w.next = a.kind.first(a, w, now)
 	}
 	for {
 		// Steps that need no wait: fail, claim, join the fair queue.
@@ -260,24 +255,15 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 		if w := a.writable(); w != nil || (a.mode == modeAll && a.allWritable()) {
 			var locks []*Lock
 			var err error
-			switch {
-			case a.mode == modeAll:
+			if a.mode == modeAll {
 				locks, err = a.transact(ctx)
-			case a.semFair != nil && w != a.semFair && w.next.queue != nil:
-				locks, err = a.writeBeside(ctx, w)
-			default:
+			} else {
 				locks, err = a.write(ctx, w)
 			}
 			if locks != nil || err != nil {
 				return locks, err
 			}
-			if a.semFair != nil {
-				// The answer may have shown the queue: every slot's write
-				// is decided again.
-				for _, x := range a.watches {
-					x.dirty = x.dirty || x.next.step == stepWrite
-				}
-			}
+			a.kind.wrote(a)
 			if l, err := a.decideAll(ctx); l != nil || err != nil {
 				return one(l, err)
 			}
@@ -291,7 +277,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 			return nil, err
 		}
 		for _, w := range due {
-			if w.woken && w.fair == nil && a.semFair == nil && a.rw == nil {
+			if w.woken && a.kind.handsOverHere(a, w) {
 				// The lock on the key ended here (released, or lost): try
 				// it at once rather than read it first. The write's
 				// condition decides; a failure returns the item.
@@ -321,7 +307,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 // process by then.
 func (a *acquisition) yieldHere(ctx context.Context) error {
 	c, w := a.c, a.watches[0]
-	if a.mode != modeOne || w.fair != nil || a.rw != nil || a.o.reentrant || a.o.failIfLocked || noSameProcessHandover ||
+	if a.mode != modeOne || !a.kind.handsOverHere(a, w) || a.o.reentrant || a.o.failIfLocked || noSameProcessHandover ||
 		!c.here.busy(w.regKey, c.now()) {
 		return nil
 	}
@@ -438,42 +424,8 @@ func (a *acquisition) decideAll(ctx context.Context) (*Lock, error) {
 // decideNext decides w's next step from what is known of its item now. It
 // returns a lock when a reentrant acquisition finds the key held here.
 func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
-	c := a.c
 	w.dirty = false
-	v := &w.v
-	if a.rw != nil {
-		w.next = a.rwDecideNext(w, c.now())
-		return nil, nil
-	}
-	in := decideInput{view: v, now: a.c.now(), start: a.start, key: w.key, owner: c.cfg.ownerName, attempts: a.attempts, o: a.o,
-		deadline: a.deadlineFor(w), jitter: randomUpTo(a.o.refreshJitter), handsChanged: w.hands.changes}
-	if v.rec != nil {
-		in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
-		if v.rec.session != "" && v.rec.owner == c.cfg.ownerName {
-			in.ownSession = c.sessions.liveKey()
-		}
-		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
-			l, publishing := c.here.adoptable(w.regKey)
-			if l != nil {
-				cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
-				a.leaveQueues(cctx) // WithFairness: this call's entry, if any, is not needed
-				cancel()
-				if l.held() {
-					return l, nil // another acquisition here got it meanwhile
-				}
-				// It ended while this call left the queue: never return a
-				// lock already ended; decide on what the item shows.
-			}
-			// Not ours to take while another acquisition here writes it,
-			// or has it and may still release it.
-			in.inFlightHere = c.here.inFlight(v.rec.rvn) || publishing != nil
-		}
-	}
-	w.next = a.fairly(w, decide(in), in.now, in.deadline)
-	if w.next.step == stepWrite && w.next.stale {
-		c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(w.key), slogOwner(v.rec.owner), slogRVN(v.rec.rvn))
-	}
-	return nil, nil
+	return a.kind.decide(ctx, a, w)
 }
 
 // deadlineFor is when the wait ends (see acquisition.deadline); before any
@@ -539,38 +491,14 @@ func (a *acquisition) failed(ctx context.Context, w *watch, err error) error {
 	return nil
 }
 
-func keyOrWhat(a *acquisition, w *watch) string {
-	if a.mode == modeAll || a.rw != nil {
-		return a.what
-	}
-	return quoteKey(w.key)
-}
+func keyOrWhat(a *acquisition, w *watch) string { return a.kind.name(a, w) }
 
 // undoTimeout bounds the release of an abandoned acquisition's writes.
 const undoTimeout = 5 * time.Second
-
-// bySession reports whether the locks of a are held by its client's
-// session (WithSession).
-func (a *acquisition) bySession() bool { return a.c.cfg.session && !a.noSession }
 
 // session is the live session the next write of a holds its lock under,
 // started if needed, and the lease of what it writes; nil and the lock's
 // own lease without WithSession.
 func (a *acquisition) session(ctx context.Context, sent time.Time) (*Session, time.Duration, error) {
-	if !a.bySession() {
-		return nil, a.o.lease, nil
-	}
-	s, err := a.c.sessions.current(ctx, a.c)
-	if err != nil {
-		// The start's cause (an outage, the client's Close) decides, as
-		// for a write of this call: see failed.
-		var lng *LockNotGrantedError
-		if errors.As(err, &lng) && lng.Unwrap() != nil && ctx.Err() == nil {
-			err = lng.Unwrap()
-		}
-		return nil, 0, err
-	}
-	// Claimed and held for no longer than the session's lease as it is
-	// now: its renewals extend the lock's with it.
-	return s, s.Expiration().Sub(sent), nil
+	return a.leases.lease(ctx, a, sent)
 }

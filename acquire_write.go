@@ -62,13 +62,12 @@ func (a *acquisition) transactWriteItems(ctx context.Context, items []types.Tran
 	return err
 }
 
-// write sends the acquiring UpdateItem of w's key, as w.next says. It
-// returns the new lock, or updates w with what the answer showed, or
-// returns the error that ends the call.
+// write is the one acquiring write step for a single key: it sends the
+// write of w.next that the kind builds (kind.grant): an UpdateItem, or a
+// transaction of it and the queue's part on another item (a fair
+// semaphore's slot beside its queue). It returns the new lock, or updates
+// w with what the answer showed, or returns the error that ends the call.
 func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
-	if a.rw != nil {
-		return a.grant(ctx, w)
-	}
 	c := a.c
 	if n := w.handover; n != 0 {
 		// Settled once this write is answered and its lock, if any, held.
@@ -79,10 +78,7 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	if done, err := a.endSessions(ctx, w, d); !done || err != nil {
 		return nil, err
 	}
-	rvn := newRVN()
-	if a.noSession {
-		rvn = newUUID(w.key, "") // a session's start: a draw of its own (sessions.current)
-	}
+	rvn := a.leases.rvn(w.key)
 	// One instant for the stored expiry and this holder's lease, taken
 	// before the send: the holder's lease never ends later than what it
 	// wrote, nor later than any observer's.
@@ -92,29 +88,43 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 		w.forget()
 		return nil, a.failed(ctx, w, err) // no session could start: as a failed write
 	}
-	in, wrote := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, d.queue, sent, sess)
-	at := attempt{sent: sent, lease: lease, unsure: true, on: []*watch{w}, sess: sess}
+	g := a.kind.grant(a, w, d, rvn, sent, sess)
+	at := attempt{sent: sent, lease: lease, unsure: true, on: []*watch{w}, shape: g.shape, sess: sess}
 	a.attempts[rvn] = at
 	c.here.sending(rvn)
 	c.here.noteCall(w)
+	if g.beside != nil {
+		return a.besideAnswer(ctx, w, g, rvn, at)
+	}
+	in := g.in
 	out, err := a.updateItem(ctx, in)
-	if err == nil && len(out.Attributes) == 0 && (d.takeover != "" || a.o.onlyIfLockAlreadyExist) {
+	if err == nil && g.wrote != nil && len(out.Attributes) == 0 && (d.takeover != "" || a.o.onlyIfLockAlreadyExist) {
 		// Its condition needs the item, so DynamoDB returns it (ALL_OLD).
 		err = c.wrongAnswer("UpdateItem", "a write whose condition needs an existing item succeeded, and returned no item")
 	}
 	if err == nil {
+		item := out.Attributes // the new item (ALL_NEW), or the old one
+		if g.wrote != nil {
+			item = g.wrote.after(in.Key, out.Attributes)
+		}
 		if !a.c.now().Before(sent.Add(at.lease)) {
 			// The answer came after the lease it granted ran out (a pause):
 			// take the item anew rather than return a lock already lost.
-			return nil, a.learn(ctx, w, wrote.after(in.Key, out.Attributes), nil)
+			return nil, a.learn(ctx, w, item, nil)
 		}
 		var l *Lock
 		var err error
-		if wrote.fresh != nil && len(out.Attributes) == 0 {
+		switch {
+		case g.wrote == nil:
+			// The answer is the new item: learned, then held.
+			if err = a.learn(ctx, w, item, nil); err == nil {
+				l, err = g.shape.hold(ctx, a, w, item, rvn, at)
+			}
+		case g.wrote.fresh != nil && len(out.Attributes) == 0:
 			// There was no item: the record is what the write wrote.
-			l, err = a.holdRecord(ctx, w, wrote.fresh, at)
-		} else {
-			l, err = a.holdItem(ctx, w, wrote.after(in.Key, out.Attributes), at)
+			l, err = a.holdRecord(ctx, w, g.wrote.fresh, at)
+		default:
+			l, err = g.shape.hold(ctx, a, w, item, rvn, at)
 		}
 		if l == nil || err != nil {
 			return nil, err // no lock: lost before it could be returned; decided anew
@@ -123,7 +133,7 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	isCCF := errors.As(err, &ccf)
-	if isCCF && !carriesRVN(ccf.Item, rvn) && !mayHaveLanded(err) || !isCCF && surelyNotApplied(err) {
+	if isCCF && !g.shape.carries(ccf.Item, rvn) && !mayHaveLanded(err) || !isCCF && surelyNotApplied(err) {
 		// Rejected, and no earlier attempt of this call (an SDK retry) is
 		// in the item or failed without an answer: it did not land.
 		at.unsure = false
@@ -132,12 +142,15 @@ func (a *acquisition) write(ctx context.Context, w *watch) ([]*Lock, error) {
 	switch {
 	case isCCF && len(ccf.Item) > 0:
 		return nil, a.learn(ctx, w, ccf.Item, nil)
-	case isCCF:
-		// No item came back: there is none, or an emulator does not return
-		// it. Only WithAcquireOnlyIfLockAlreadyExists fails on a missing
-		// item, and then it is missing.
-		w.v = view{known: a.o.onlyIfLockAlreadyExist, absent: a.o.onlyIfLockAlreadyExist}
+	case isCCF && g.absentIfRefused && !at.unsure:
+		// No item came back, and the condition needs one
+		// (WithAcquireOnlyIfLockAlreadyExists, a reader's blind write), and
+		// no earlier attempt may have landed: there is none.
+		w.v = view{known: true, absent: true}
 		w.dirty = true
+		return nil, nil
+	case isCCF:
+		w.forget() // no item came back (an emulator): read it
 		return nil, nil
 	}
 	// The write may have landed: nothing is known of the item until read.
@@ -166,7 +179,7 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 	for i, w := range a.watches {
 		items[i] = types.TransactWriteItem{Update: transactUpdate(c.acquireInput(w.key, w.sortKey, a.o, rvn, w.next.takeover, nil, sent, sess))}
 	}
-	at := attempt{sent: sent, lease: lease, unsure: true, on: a.watches, sess: sess}
+	at := attempt{sent: sent, lease: lease, unsure: true, on: a.watches, shape: holderShape{}, sess: sess}
 	a.attempts[rvn] = at
 	c.here.sending(rvn)
 	err = a.transactWriteItems(ctx, items)
@@ -231,31 +244,15 @@ func (a *acquisition) transact(ctx context.Context) ([]*Lock, error) {
 	return nil, a.failedAll(ctx, err)
 }
 
-// writeBeside acquires w's slot of a fair semaphore whose queue lives on
-// another slot's item: one transaction of the acquiring update and the
-// queue's part (this waiter's entry and dead ones removed, or the queue
-// checked empty), so that the order of the queue holds across slots. A
-// transaction cannot return the new item: it is read back.
-func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error) {
-	c, d, q := a.c, w.next, a.semFair
-	if done, err := a.endSessions(ctx, w, d); !done || err != nil {
-		return nil, err
-	}
-	rvn := newRVN()
-	sent := a.c.now()
-	sess, lease, err := a.session(ctx, sent)
-	if err != nil {
-		w.forget()
-		return nil, a.failed(ctx, w, err) // no session could start: as a failed write
-	}
-	in, _ := c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent, sess)
-	at := attempt{sent: sent, lease: lease, unsure: true, on: []*watch{w}, sess: sess}
-	a.attempts[rvn] = at
-	c.here.sending(rvn)
-	c.here.noteCall(w)
-	err = a.transactWriteItems(ctx, []types.TransactWriteItem{
-		{Update: transactUpdate(in)}, d.queue.onItem(c, c.itemKeyOf(q.key, q.sortKey)),
-	})
+// besideAnswer sends the write g of w's slot of a fair semaphore whose
+// queue lives on another slot's item (g.queueOn): one transaction of the
+// acquiring update and the queue's part (this waiter's entry and dead ones
+// removed, or the queue checked empty), so that the order of the queue
+// holds across slots. A transaction cannot return the new item: it is
+// read back.
+func (a *acquisition) besideAnswer(ctx context.Context, w *watch, g grantWrite, rvn string, at attempt) ([]*Lock, error) {
+	q := g.queueOn
+	err := a.transactWriteItems(ctx, []types.TransactWriteItem{{Update: transactUpdate(g.in)}, *g.beside})
 	if err == nil {
 		rec, err := a.readBack(ctx, w, rvn)
 		if err != nil {
@@ -265,7 +262,7 @@ func (a *acquisition) writeBeside(ctx context.Context, w *watch) ([]*Lock, error
 			}
 			return nil, err // undo releases the slot
 		}
-		if !a.c.now().Before(sent.Add(at.lease)) {
+		if !a.c.now().Before(at.sent.Add(at.lease)) {
 			// The read-back ended after the lease the transaction granted
 			// ran out (a pause, slow reads): the lock is already lost, and
 			// another acquisition may take the slot over. Take it anew,
@@ -345,9 +342,9 @@ func (a *acquisition) failedAll(ctx context.Context, err error) error {
 // transaction's writes are undone key by key.
 func (a *acquisition) undo(ctx context.Context) {
 	type target struct {
-		w      *watch
-		reader bool
-		sess   *Session
+		w     *watch
+		shape itemShape
+		sess  *Session
 	}
 	byKey := make(map[target][]string)
 	var order []target
@@ -357,7 +354,7 @@ func (a *acquisition) undo(ctx context.Context) {
 			continue
 		}
 		for _, w := range at.on {
-			t := target{w, at.reader, at.sess}
+			t := target{w, at.shape, at.sess}
 			if byKey[t] == nil {
 				order = append(order, t)
 			}
@@ -368,10 +365,7 @@ func (a *acquisition) undo(ctx context.Context) {
 	}
 	for _, t := range order {
 		c, key := a.c, a.c.itemKeyOf(t.w.key, t.w.sortKey)
-		in := c.undoInput(key, byKey[t], 0)
-		if t.reader {
-			in = c.readerUndoInput(key, a.rw.id, byKey[t])
-		}
+		in := t.shape.undoInput(c, key, byKey[t], 0)
 		_, err := a.c.updateItem(a.undoBound(ctx), in)
 		var ccf *types.ConditionalCheckFailedException
 		if err != nil && !errors.As(err, &ccf) {

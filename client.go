@@ -374,7 +374,7 @@ func (c *Client) close(ctx context.Context) error {
 	c.sched.drain(ctx)
 	// Every lock the client holds, but those a session holds: the release of
 	// the session's own item releases them (docs/SESSIONS.md).
-	held := slices.DeleteFunc(c.here.all(), func(l *Lock) bool { return l.bySession }) // in key order: ties keep it
+	held := slices.DeleteFunc(c.here.all(), func(l *Lock) bool { return l.heldBy() != nil }) // in key order: ties keep it
 	now := c.now()
 	ends := make(map[*Lock]time.Time, len(held))
 	for _, l := range held {

@@ -135,7 +135,7 @@ func decide(in decideInput) decision {
 		return decision{step: stepWrite, takeover: rec.rvn, stale: true, endSessions: end}
 	case in.o.failIfLocked:
 		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: lease, ownOwner: rec.owner == in.owner,
-			bySession: rec.session != "" && rec.session != in.ownSession}, "FailIfLocked")}
+			sessionHeld: rec.session != "" && rec.session != in.ownSession}, "FailIfLocked")}
 	case !in.now.Before(in.deadline):
 		te := &TimeoutError{Age: in.now.Sub(in.start)}
 		if in.handsChanged > 0 {

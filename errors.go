@@ -242,15 +242,15 @@ type LockHeldError struct {
 	LeaseDuration time.Duration
 
 	ownOwner bool // Owner is the acquiring client's own owner name
-	// bySession: the key is held by another client's session, which no
+	// sessionHeld: the key is held by another client's session, which no
 	// other client adopts, WithReentrant or not.
-	bySession bool
+	sessionHeld bool
 }
 
 func (e *LockHeldError) Error() string {
 	s := fmt.Sprintf("key %q is held by owner %q (lease %s)", e.Key, e.Owner, e.LeaseDuration)
 	switch {
-	case e.ownOwner && e.bySession:
+	case e.ownOwner && e.sessionHeld:
 		s += ", this client's own owner name, through another client's live session: a session's lock is not adopted by another client, even WithReentrant; it is free once that session ends"
 	case e.ownOwner:
 		s += ", this client's own owner name: the key is held by this client (or another with the same owner name); use WithReentrant to get the held lock"
@@ -321,9 +321,11 @@ func (e *LockLostError) Unwrap() []error {
 // it was a client with this owner name (a force release, as lock-example
 // force-release makes), or the table's TTL, or someone by hand.
 func (l *Lock) takenHow(item map[string]types.AttributeValue) string {
-	if l.reader {
-		return ""
-	}
+	return l.shapeOf().takenHow(l, item)
+}
+
+// holderTakenHow is takenHow for the item's holder.
+func (l *Lock) holderTakenHow(item map[string]types.AttributeValue) string {
 	if len(item) == 0 {
 		return "the item was deleted, by a client with this owner name (a release with WithDeleteLock), by the table's TTL or by hand"
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,11 +144,7 @@ const maxWaiters = 100
 
 // fairState is a fair acquisition's place in the queue.
 type fairState struct {
-	id     string
-	ticket uint64        // 0: not in the queue
-	beat   string        // the beat this waiter last wrote
-	beatAt time.Time     // when it was sent
-	lease  time.Duration // how long an unchanged entry of ours stays live
+	waiterPlace
 	// seen holds, per other waiter, the beat this acquisition last saw in
 	// its entry and when it first saw it.
 	seen map[string]beatSeen
@@ -161,7 +158,7 @@ type beatSeen struct {
 func newFairState(o *acquireLockOptions) *fairState {
 	// The lease written into the entry is what every reader accepts.
 	lease := min(max(o.lease, time.Millisecond), maxWaiterLease)
-	return &fairState{id: randomID(), lease: lease, seen: make(map[string]beatSeen)}
+	return &fairState{waiterPlace: waiterPlace{id: randomID(), lease: lease}, seen: make(map[string]beatSeen)}
 }
 
 // randomID is a short random identifier (16 hex digits).
@@ -298,47 +295,58 @@ func (f *fairState) keepPlace(d decision, mine bool, queued int, v *view, now ti
 	return d
 }
 
-// join writes this waiter's entry into the queue (adding it, or renewing
-// its beat), and learns the item from the answer.
+// join writes this waiter's entry into the waiter queue its kind names
+// (kind.place: a fair lock's own item, a fair semaphore's first slot, a
+// read/write lock's item), adding it or renewing its beat, and learns the
+// item from the answer. The one queue of every kind: an entry is a ticket
+// (the place, drawn once), a beat and a lease, and what the kind adds. A
+// renewal lands only on an entry still there: one that others dropped as
+// dead is added again by a join that needs a place (maxWaiters), and a
+// renewal that arrives late (after this waiter left the queue) never
+// brings a dropped entry back.
 func (a *acquisition) join(ctx context.Context, w *watch) error {
-	if a.rw != nil {
-		return a.rwJoin(ctx, w)
-	}
-	if a.semFair != nil {
-		w = a.semFair // a semaphore's queue is on its first slot's item
-	}
-	c, f, v := a.c, a.fairOf(w), &w.v
-	ws, present, _ := queueOf(v.raw)
-	if f.ticket == 0 {
+	j := a.kind.place(a, w)
+	c, p, w := a.c, j.place, j.on
+	ws, present, _ := queueOf(w.v.raw)
+	if p.ticket == 0 {
 		for _, w := range ws {
 			if !w.bad {
-				f.ticket = max(f.ticket, w.ticket)
+				p.ticket = max(p.ticket, w.ticket)
 			}
 		}
-		f.ticket++ // below maxTicket: valid tickets are
+		p.ticket++ // below maxTicket: valid tickets are
 	}
-	f.beat = randomID()
-	f.beatAt = a.c.now()
-	entry := &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-		"t": attrN(f.ticket), "b": attrS(f.beat), "l": attrN(uint64(f.lease / time.Millisecond)),
-	}}
+	p.beat = randomID()
+	p.beatAt = a.c.now()
+	fields := map[string]types.AttributeValue{
+		"t": attrN(p.ticket), "b": attrS(p.beat), "l": attrN(uint64(p.lease / time.Millisecond)),
+	}
+	maps.Copy(fields, j.entry)
+	entry := &types.AttributeValueMemberM{Value: fields}
 	b := newExprBuilder()
 	q := b.name("#q", attrFairQueue)
 	cond := "attribute_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") AND "
 	var update string
+	mine := present && slices.ContainsFunc(ws, func(w waiter) bool { return w.id == p.id })
 	switch {
-	case present && slices.ContainsFunc(ws, func(w waiter) bool { return w.id == f.id }):
-		update = "SET " + q + "." + b.name("#w", f.id) + " = " + b.value(":e", entry)
-		cond += "attribute_exists(" + q + ")"
+	case mine:
+		update = "SET " + q + "." + b.name("#w", p.id) + " = " + b.value(":e", entry)
+		cond += "attribute_exists(" + q + ".#w)"
 	case present:
 		// A new entry needs a place (maxWaiters).
-		update = "SET " + q + "." + b.name("#w", f.id) + " = " + b.value(":e", entry)
+		update = "SET " + q + "." + b.name("#w", p.id) + " = " + b.value(":e", entry)
 		cond += "size(" + q + ") < " + b.value(":maxq", attrN(maxWaiters))
 	default:
-		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{f.id: entry}})
+		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{p.id: entry}})
 		cond += "attribute_not_exists(" + q + ")"
 	}
-	_, err := a.sendJoin(ctx, w, c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond))
+	if j.also != nil {
+		update += j.also(b, mine)
+	}
+	landed, err := a.sendJoin(ctx, w, c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond))
+	if j.landed != nil {
+		j.landed(landed)
+	}
 	return err
 }
 
@@ -366,50 +374,33 @@ func (a *acquisition) sendJoin(ctx context.Context, w *watch, in *dynamodb.Updat
 
 // fairOf is the fair queue state w's decisions follow, or nil.
 func (a *acquisition) fairOf(w *watch) *fairState {
-	if a.semFair != nil {
-		return a.semFair.fair
+	if q := a.kind.queue(w); q != nil {
+		return q.fair
 	}
-	return w.fair
+	return nil
 }
 
 // queueView is what is known of the item that holds w's fair queue.
 func (a *acquisition) queueView(w *watch) *view {
-	if a.semFair != nil {
-		return &a.semFair.v
+	if q := a.kind.queue(w); q != nil {
+		return &q.v
 	}
 	return &w.v
 }
 
-// holdsQueue reports whether w's item holds the fair queue this call
-// follows.
-func (a *acquisition) holdsQueue(w *watch) bool {
-	return a.fairOf(w) != nil && (a.semFair == nil || a.semFair == w)
-}
-
-// leaveQueues removes this call's entries from the fair queues it joined.
-func (a *acquisition) leaveQueues(ctx context.Context) {
-	if a.rw != nil {
-		if a.rw.ticket != 0 {
-			a.leaveEntry(ctx, a.watches[0], a.rw.id)
-		}
-		return
-	}
-	for _, w := range a.watches {
-		if w.fair != nil {
-			a.leaveQueue(ctx, w)
-		}
+// learnQueue records the beats of the fair queue w's item holds, if this
+// call follows it.
+func (a *acquisition) learnQueue(w *watch, item map[string]types.AttributeValue, now time.Time) {
+	if q := a.kind.queue(w); q == w {
+		ws, _, _ := queueOf(item)
+		q.fair.observe(ws, now)
 	}
 }
 
-// leaveQueue removes this waiter's entry when the acquisition gives up:
-// best effort, within ctx (which the caller bounds). An entry left behind
-// is skipped by the others after its lease.
-func (a *acquisition) leaveQueue(ctx context.Context, w *watch) {
-	if w.fair == nil || w.fair.ticket == 0 {
-		return
-	}
-	a.leaveEntry(ctx, w, w.fair.id)
-}
+// leaveQueues removes this call's entries from the waiter queues it
+// joined: best effort, within ctx (which the caller bounds). An entry left
+// behind is skipped by the others after its lease.
+func (a *acquisition) leaveQueues(ctx context.Context) { a.kind.leaveQueues(ctx, a) }
 
 // leaveEntry removes the queue entry id from w's item: best effort, within
 // ctx. An entry left behind is skipped by the others after its lease.

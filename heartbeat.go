@@ -70,7 +70,7 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 	case o.deleteData && o.data != nil:
 		return invalid("ReplaceHeartbeatData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be combined with DeleteData")
 	}
-	if lock.reader && (o.data != nil || o.deleteData) {
+	if !lock.shapeOf().ownsData() && (o.data != nil || o.deleteData) {
 		return invalid("ReplaceHeartbeatData", fmt.Sprintf("%d bytes", len(o.data)), "cannot be used by an RWLock reader: the item's data is the writer's")
 	}
 	if o.data != nil {
@@ -351,43 +351,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 // heartbeatInput builds w's write. Called with l.mu held, before w joins
 // the renewal state.
 func (c *Client) heartbeatInput(l *Lock, w *renewal) *dynamodb.UpdateItemInput {
-	b := newExprBuilder()
-	if l.reader {
-		return c.guardedUpdate(l.itemKey(), b, readerRenewal(b, l.rare.readerID, w), l.conditionLocked(b, w.rvn))
-	}
-	b.name("#v", attrRVN)
-	b.value(":v", attrS(w.rvn))
-	b.name("#l", attrLeaseDuration)
-	b.value(":l", attrS(formatLease(w.lease)))
-	update := "SET #v = :v, #l = :l" // a constant: no allocation for it
-	if w.opts.data != nil {
-		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: w.opts.data})
-	}
-	if !l.bySession { // a session's lock has no stored expiry, nor a TTL (acquireWrite)
-		update += c.expirySets(b, w.sent, w.lease, w.rvn)
-	}
-	if w.opts.deleteData {
-		update += " REMOVE " + b.name("#d", attrData)
-	}
-	var cond string
-	if w.opts.matchOwnerOnly {
-		// Any RVN of this owner, but not another acquisition of this
-		// library (another fencing token): a late owner-only beat of a
-		// lock that ended must not renew (nor, as it lands after the end,
-		// release: undoLanded) the item of a later acquisition of the
-		// same owner. An item another tool rewrote carries no token.
-		cond = ownerCondition(b, l.ownerName) + " AND (" + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken)) +
-			" OR attribute_not_exists(#f))"
-	} else {
-		cond = l.conditionLocked(b, w.rvn)
-	}
-	in := c.guardedUpdate(l.itemKey(), b, update, cond)
-	if l.rare != nil && l.rare.dataDoubt != 0 && !w.changesData() {
-		// A write that changes the data may have landed unanswered: this
-		// one reads the data back (renewed), so Data() tells the truth.
-		in.ReturnValues = types.ReturnValueAllNew
-	}
-	return in
+	return l.shapeOf().renewal(c, l, w)
 }
 
 // changesData reports whether w sets or removes the lock's data.
@@ -422,10 +386,7 @@ func (l *Lock) conditionLocked(b *exprBuilder, extra string) string {
 	if extra != "" && !seen {
 		in += ", " + b.value(":v", attrS(extra))
 	}
-	if l.reader {
-		return readerBeatPath(b, l.rare.readerID) + " IN (" + in + ")"
-	}
-	return ownerCondition(b, l.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
+	return l.shapeOf().beatCondition(b, l, in)
 }
 
 func ownerCondition(b *exprBuilder, owner string) string {
@@ -565,16 +526,10 @@ func (l *Lock) followMovedRVN(item map[string]types.AttributeValue) bool {
 // ownItem decodes item and reports whether it is this acquisition's: same
 // owner and fencing token (released or not).
 func (l *Lock) ownItem(item map[string]types.AttributeValue) (*lockRecord, bool) {
-	if len(item) == 0 || l.reader {
+	if len(item) == 0 {
 		return nil, false
 	}
-	rec, err := l.client.cfg.schema.decodeItem(item)
-	if err != nil {
-		return nil, false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return rec, l.fencingToken != 0 && rec.owner == l.ownerName && rec.fencingToken == l.fencingToken
+	return l.shapeOf().own(l, item)
 }
 
 // maxRVNFollows bounds how often one write follows an RVN that this holder's

@@ -20,13 +20,7 @@ func (a *acquisition) claim(ctx context.Context, w *watch, id string) ([]*Lock, 
 	if a.mode == modeAll {
 		return a.holdAll(ctx, id, at)
 	}
-	var l *Lock
-	var err error
-	if a.reader() {
-		l, err = a.holdRecord(ctx, w, a.readerRecord(w.v.raw, id, at), at)
-	} else {
-		l, err = a.holdItem(ctx, w, w.v.raw, at)
-	}
+	l, err := at.shape.hold(ctx, a, w, w.v.raw, id, at)
 	if l == nil || err != nil {
 		return nil, err
 	}
@@ -211,17 +205,14 @@ func (a *acquisition) newLock(w *watch, rec *lockRecord, at attempt) *Lock {
 	l.leaseEnd = at.sent.Add(at.lease)
 	l.deleteOnRelease = a.o.deleteLockOnRelease
 	l.monitor = a.o.sessionMonitor
-	if a.reader() {
-		// Set before the lock is published: regKey reads them without mu.
-		l.reader = true
-		l.rareLocked().readerID = a.rw.id
-	}
+	// Set before the lock is published: regKey and heldBy read them
+	// without mu.
+	at.shape.mark(l)
 	if at.sess != nil {
-		// Held by the session: set before the lock is published (heldBy
-		// reads it without mu); register adds it to the session. Its lease
+		// Held by the session: register adds it to the session. Its lease
 		// is the session's (Lock.lapsed): its own never ends.
-		l.bySession = true
-		l.rareLocked().session = at.sess
+		l.shaped = true
+		l.rareLocked().source = at.sess
 		l.leaseEnd = at.sent.Add(rec.lease)
 	}
 	return l
@@ -253,9 +244,6 @@ func (a *acquisition) releaseLost(ctx context.Context, locks []*Lock) {
 // it still carries rvn (a reader's beat), written by this acquisition: a
 // write of this client that nobody holds any more (l has ended here).
 func (c *Client) takeBackInput(l *Lock, rvn string) *dynamodb.UpdateItemInput {
-	if l.reader {
-		return c.readerUndoInput(l.itemKey(), l.rare.readerID, []string{rvn})
-	}
 	// Only this acquisition's item (its fencing token): see undoInput.
-	return c.undoInput(l.itemKey(), []string{rvn}, l.FencingToken())
+	return l.shapeOf().undoInput(c, l.itemKey(), []string{rvn}, l.FencingToken())
 }

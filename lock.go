@@ -38,8 +38,10 @@ type Lock struct {
 	// Immutable after construction.
 	kind            lockKind
 	deleteOnRelease bool
-	reader          bool // an RWLock's reader: its entry in the readers map is rare.readerID
-	bySession       bool // held by a session (WithSession): rare.session, its lease the session's
+	// shaped: rare.shape and rare.source were set before the lock was
+	// published (a reader's entry, a session's lock), and are read without
+	// mu; false: the item's holder, under its own lease (shapeOf, leaseOf).
+	shaped bool
 	// Guarded by mu.
 	writing       bool // a write (heartbeat, release) holds this lock's write turn
 	itemReleased  bool // the item carried isReleased (read-only views)
@@ -78,14 +80,13 @@ type lockRare struct {
 	// waiters wait for the write turn, in order; giving the turn back hands
 	// it to the first by closing its channel.
 	waiters []chan struct{}
-	// readerID is an RWLock reader's entry id; set before the lock is
-	// published and never changed (regKey reads it without mu).
-	readerID string
-	// session is, for a lock held by a session (bySession), that session,
-	// set before the lock is published and never changed (heldBy reads it
-	// without mu); for a session's own item's lock, the session it is
-	// (set once, under mu, just after its acquisition).
-	session *Session
+	// shape and source are the lock's item shape and lease source when
+	// shaped (nil: the holder's, its own); set before the lock is published
+	// and never changed. For a session's own item's lock (not shaped: it
+	// renews its own lease), source is its sessionOwnItem, set once under
+	// mu just after its acquisition.
+	shape  itemShape
+	source lockLease
 	// dataDoubt is the renewal number of the newest write that changes the
 	// data and may have landed without its answer; 0: data is what the
 	// item holds. While it is set, heartbeats read the item's data back.
@@ -145,11 +146,14 @@ func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Ti
 }
 
 // regKey is the lock's key in its client's registry.
-func (l *Lock) regKey() string {
-	if l.reader {
-		return readerRegKey(l.partitionKey, l.sortKey, l.rare.readerID)
+func (l *Lock) regKey() string { return l.shapeOf().regKey(l.partitionKey, l.sortKey) }
+
+// shapeOf is l's item shape.
+func (l *Lock) shapeOf() itemShape {
+	if !l.shaped || l.rare.shape == nil {
+		return holderShape{}
 	}
-	return registryKey(l.partitionKey, l.sortKey)
+	return l.rare.shape
 }
 
 // setDataLocked replaces the lock's data. Called with mu held.
@@ -458,8 +462,8 @@ func (l *Lock) end(lost *LockLostError) bool {
 	var session *Session // the session whose item this lock holds
 	if l.rare != nil {
 		cancel = l.rare.cancel
-		if !l.bySession {
-			session = l.rare.session
+		if l.rare.source != nil {
+			session = l.rare.source.itemOf()
 		}
 	}
 	l.mu.Unlock()

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -66,7 +64,7 @@ func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ..
 			opt(o)
 		}
 	}
-	if lock.reader && (o.data != nil || o.deleteLock != nil && *o.deleteLock) {
+	if !lock.shapeOf().ownsData() && (o.data != nil || o.deleteLock != nil && *o.deleteLock) {
 		return false, invalid("WithDataAfterRelease", fmt.Sprintf("%d bytes", len(o.data)), "and WithDeleteLock cannot be used by an RWLock reader: the item is the writer's")
 	}
 	if o.data != nil {
@@ -189,14 +187,7 @@ func (l *Lock) releasedBefore(item map[string]types.AttributeValue) bool {
 	if len(item) == 0 {
 		return true
 	}
-	if l.reader {
-		return !readerHasEntry(item, l.rare.readerID) // within the lease only its own release removes it
-	}
-	rec, ours := l.ownItem(item)
-	if ours {
-		return rec.released
-	}
-	return rec != nil && rec.fencingToken > l.FencingToken()
+	return l.shapeOf().releasedBefore(l, item)
 }
 
 // freedBySessionEnd reports whether the lock l, held by a session, may have
@@ -209,13 +200,11 @@ func (l *Lock) releasedBefore(item map[string]types.AttributeValue) bool {
 // release then reports the lock already released, which it is, and not a
 // release of its own, which it may not be (the simulation's invariant 5).
 func (c *Client) freedBySessionEnd(l *Lock, item map[string]types.AttributeValue) bool {
-	if !l.bySession || !c.isClosed() {
+	if l.heldBy() == nil || !c.isClosed() {
 		return false
 	}
-	if len(item) != 0 && !l.reader {
-		if rec, ours := l.ownItem(item); ours && rec.released {
-			return false // its own mark: this release landed
-		}
+	if rec, ours := l.ownItem(item); ours && rec.released {
+		return false // its own mark: this release landed
 	}
 	return true
 }
@@ -246,50 +235,5 @@ func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data
 	l.mu.Lock()
 	cond := l.conditionLocked(b, "")
 	l.mu.Unlock()
-	var err error
-	if l.reader {
-		// A reader's release removes its own entry, whatever deleteLock
-		// and data say: the item and its data are the writer's.
-		_, err = c.updateItem(ctx, c.guardedUpdate(l.itemKey(), b, readerRelease(b, l.rare.readerID), cond))
-		return err
-	}
-	if deleteLock {
-		_, err = c.deleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName:                           aws.String(c.cfg.tableName),
-			Key:                                 l.itemKey(),
-			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            b.names,
-			ExpressionAttributeValues:           b.values,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
-		return err
-	}
-	// Constant strings where they can be: no allocation for them.
-	b.name("#r", attrIsReleased)
-	b.value(":r", attrS("1"))
-	update := "SET #r = :r"
-	if data != nil {
-		update = "SET #r = :r, " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
-	}
-	switch {
-	case l.bySession || l.kind == lockView:
-		// A released item names no session; a session's lock has no
-		// stored expiry. A view (a forced release) may show a session's
-		// lock: the name goes with it, or a client that copies unknown
-		// attributes (dynamolock v2) would carry it into its own lock.
-		update += " REMOVE " + b.name("#s", attrSession)
-		if l.kind == lockView {
-			update += ", " + expiryAttrs(b)
-		}
-	case c.cfg.clockSkewBound > 0:
-		// The stored expiry this holder's writes kept goes: no later
-		// reader trusts it. Without WithClockSkewBound there is none to
-		// remove: the acquiring write removed any (acquireWrite) and
-		// nothing of this lock wrote one since; and the REMOVE of absent
-		// attributes cost DynamoDB Local 25-30 µs a release (about 3 %,
-		// measured beside the release as it was, 2026-12-02).
-		update += " REMOVE " + expiryAttrs(b)
-	}
-	_, err = c.updateItem(ctx, c.guardedUpdate(l.itemKey(), b, update, cond))
-	return err
+	return l.shapeOf().release(ctx, c, l, b, cond, deleteLock, data)
 }

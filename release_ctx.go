@@ -65,7 +65,7 @@ func (rw *RWLock) mine(ctx context.Context, l *Lock, writer bool) error {
 		return invalid("lock", l.partitionKey, "%s needs a lock this client acquired from rwlock %q", call, rw.name)
 	case l.partitionKey != rw.name:
 		return invalid("lock", l.partitionKey, "%s of rwlock %q got the lock of key %s", call, rw.name, strconv.Quote(l.partitionKey))
-	case l.reader == writer:
+	case isReader(l) == writer:
 		other := "writer's"
 		if writer {
 			other = "reader's"

@@ -373,3 +373,18 @@ func rwOwnGrant(in rwInput) (decision, bool) {
 	}
 	return decision{}, false
 }
+
+// readerSessions are the keys of the sessions that hold the readers of v's
+// item.
+func (v *view) readerSessions() []string {
+	if v.rw == nil {
+		return nil
+	}
+	var keys []string
+	for _, r := range v.rw.readers {
+		if r.session != "" && !r.bad {
+			keys = append(keys, r.session)
+		}
+	}
+	return keys
+}

@@ -181,7 +181,7 @@ func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOp
 	// The engine's acquisition of the item's key, with this kind's state:
 	// its loop, undo, deadline, admission and Close are every kind's.
 	a := c.newAcquisition(modeOne, o, []string{rw.name}, "rwlock "+strconv.Quote(rw.name))
-	a.rw = &rwState{writer: writer, id: randomID(), lease: min(max(o.lease, time.Millisecond), maxWaiterLease)}
+	a.kind = &rwHolder{writer: writer, waiterPlace: waiterPlace{id: randomID(), lease: min(max(o.lease, time.Millisecond), maxWaiterLease)}}
 	locks, err := a.admitThenRun(ctx)
 	c.metrics.acquired(ctx, err, c.since(a.start))
 	if err != nil {
@@ -206,42 +206,79 @@ func (rw *RWLock) validate(writer bool, o *acquireLockOptions) error {
 	return rw.c.checkKey(rw.name, o)
 }
 
-// rwState is what the engine's acquisition of an RWLock's key carries for
-// its kind of holder (acquisition.rw): a reader or the writer, its entry's
-// id, and its place in the queue.
-type rwState struct {
+// rwHolder is the kind of an RWLock's reader or writer (a modeOne
+// acquisition of the lock's key): its decision (rwDecide), its writes
+// (readerGrant, writerGrant, its queue entry) and its item shapes (a
+// reader's entry, readerShape; the writer is the item's holder).
+type rwHolder struct {
 	writer bool
-	id     string        // the reader's entry and the waiter's queue entry
-	lease  time.Duration // the queue entry's lease
-	// ticket is this waiter's place, drawn once at its first join and kept
-	// (0: not drawn): a join whose answer was lost may have landed, and a
-	// waiter that came later must not go first.
-	ticket uint64
-	beatAt time.Time // when the queue entry was last written
+	// waiterPlace: id is the reader's entry and the waiter's queue entry.
+	waiterPlace
 	// counted: a join of this writer that counted it in writersArrived
 	// landed (one that failed its condition did not count it; one whose
 	// answer was lost may have, and counting twice is harmless).
 	counted bool
 }
 
-// reader reports whether a is an RWLock reader's acquisition.
-func (a *acquisition) reader() bool { return a.rw != nil && !a.rw.writer }
+func (k *rwHolder) first(a *acquisition, w *watch, now time.Time) decision {
+	return k.decideAt(a, w, now)
+}
 
-// rwDecideNext is decideNext for an RWLock's key.
-func (a *acquisition) rwDecideNext(w *watch, now time.Time) decision {
+func (k *rwHolder) decide(_ context.Context, a *acquisition, w *watch) (*Lock, error) {
+	w.next = k.decideAt(a, w, a.c.now())
+	return nil, nil
+}
+
+// decideAt is rwDecide for this holder on w's item.
+func (k *rwHolder) decideAt(a *acquisition, w *watch, now time.Time) decision {
 	deadline := time.Time{}
 	if a.o.additionalTimeToWait != forever {
 		deadline = a.waitEnd(a.o.lease)
 	}
-	return rwDecide(rwInput{view: &w.v, now: now, start: a.start, name: w.key, writer: a.rw.writer,
-		owner: a.c.cfg.ownerName, id: a.rw.id, ticket: a.rw.ticket, renewAt: a.rw.beatAt.Add(a.rw.lease / 3), attempts: a.attempts,
+	return rwDecide(rwInput{view: &w.v, now: now, start: a.start, name: w.key, writer: k.writer,
+		owner: a.c.cfg.ownerName, id: k.id, ticket: k.ticket, renewAt: k.beatAt.Add(k.lease / 3), attempts: a.attempts,
 		deadline: deadline, failFast: a.o.failIfLocked, refresh: a.o.refreshPeriod - randomUpTo(a.o.refreshJitter),
 		maxReader: MaxReaders})
 }
 
-// learnRW decodes the read/write parts of item into v, with what this
+func (*rwHolder) wrote(*acquisition) {}
+
+// queue: the read/write lock's queue is its decision's (rwDecide), not
+// fairly's.
+func (*rwHolder) queue(*watch) *watch { return nil }
+
+func (k *rwHolder) place(a *acquisition, w *watch) queueJoin {
+	kind := "r"
+	if k.writer {
+		kind = "w"
+	}
+	return queueJoin{on: w, place: &k.waiterPlace, entry: map[string]types.AttributeValue{"k": attrS(kind)},
+		// Every join that adds a writer's entry (first, or again after
+		// others dropped it as dead) counts it in writersArrived: a reader
+		// that looked before it was there must look again.
+		also: func(b *exprBuilder, mine bool) string {
+			if k.writer && (!k.counted || !mine) {
+				return " ADD " + b.name("#wa", attrWritersArrived) + " " + b.value(":one", attrN(1))
+			}
+			return ""
+		},
+		landed: func(landed bool) { k.counted = k.counted || landed && k.writer },
+	}
+}
+
+func (k *rwHolder) leaveQueues(ctx context.Context, a *acquisition) {
+	if k.ticket != 0 {
+		a.leaveEntry(ctx, a.watches[0], k.id)
+	}
+}
+
+func (*rwHolder) handsOverHere(*acquisition, *watch) bool { return false }
+
+func (*rwHolder) name(a *acquisition, _ *watch) string { return a.what }
+
+// learn decodes the read/write parts of item into v, with what this
 // client has seen of their beats.
-func (a *acquisition) learnRW(w *watch, item map[string]types.AttributeValue, now time.Time) {
+func (k *rwHolder) learn(a *acquisition, w *watch, item map[string]types.AttributeValue, now time.Time) {
 	v := &w.v
 	if _, released := item[attrIsReleased]; released && v.bad != nil {
 		v.rec, v.bad = nil, nil // a released writer's slot: only its mark counts
@@ -253,10 +290,10 @@ func (a *acquisition) learnRW(w *watch, item map[string]types.AttributeValue, no
 	}
 	p.observe(&a.c.here, w.regKey, now)
 	v.rw = p
-	if a.rw.ticket != 0 && !slices.ContainsFunc(p.queue, func(q rwWaiter) bool { return q.id == a.rw.id }) {
+	if k.ticket != 0 && !slices.ContainsFunc(p.queue, func(q rwWaiter) bool { return q.id == k.id }) {
 		// An entry of ours that is gone (dropped as dead by someone who
 		// did not see it renewed) is written again with the same ticket.
-		a.rw.beatAt = time.Time{}
+		k.beatAt = time.Time{}
 	}
 }
 

@@ -6,8 +6,6 @@ package dynamolock
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,95 +15,92 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// grant sends the granting write of w.next: a reader's entry, or the
-// writer's slot. It returns the lock, or updates w with what the answer
-// showed, or returns the error that ends the call (acquisition.write for
-// an RWLock's key).
-func (a *acquisition) grant(ctx context.Context, w *watch) ([]*Lock, error) {
-	c, d := a.c, w.next
-	if done, err := a.endSessions(ctx, w, d); !done || err != nil {
-		return nil, err
+// grant builds the granting write of d: a reader's entry (the answer is
+// the new item), or the writer's slot (a holder's write).
+func (k *rwHolder) grant(a *acquisition, w *watch, d decision, beat string, sent time.Time, sess *Session) grantWrite {
+	if k.writer {
+		in, wrote := k.writerGrant(a, w, d, beat, sent, sess)
+		return grantWrite{in: in, wrote: wrote, shape: holderShape{}}
 	}
-	beat := newRVN() // the writer's RVN, or the reader's beat
-	sent := c.now()
-	sess, lease, err := a.session(ctx, sent)
-	if err != nil {
-		w.forget()
-		return nil, a.failed(ctx, w, err) // no session could start: as a failed write
-	}
-	var in *dynamodb.UpdateItemInput
-	var wrote *acquiredItem
-	if a.rw.writer {
-		in, wrote = a.writerGrant(w, d, beat, sent, sess)
-	} else {
-		in = a.readerGrant(w, d, beat, sent, sess)
-	}
-	at := attempt{sent: sent, lease: lease, unsure: true, on: []*watch{w}, reader: !a.rw.writer, sess: sess}
-	a.attempts[beat] = at
-	c.here.sending(beat)
-	c.here.noteCall(w)
-	blind := !w.v.known
-	out, err := a.updateItem(ctx, in)
-	if err == nil {
-		item := out.Attributes
-		if a.rw.writer {
-			item = wrote.after(in.Key, out.Attributes)
-		}
-		if !c.now().Before(sent.Add(at.lease)) {
-			// The answer came after the lease it granted ran out (a pause):
-			// take the lock anew rather than return one already lost.
-			return nil, a.learn(ctx, w, item, nil)
-		}
-		var l *Lock
-		if a.rw.writer {
-			l, err = a.holdItem(ctx, w, item, at)
-		} else if err = a.learn(ctx, w, item, nil); err == nil {
-			l, err = a.holdRecord(ctx, w, a.readerRecord(item, beat, at), at)
-		}
-		if l == nil || err != nil {
-			return nil, err // no lock: lost before it could be returned; decided anew
-		}
-		return []*Lock{l}, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	isCCF := errors.As(err, &ccf)
-	if isCCF && !mayHaveLanded(err) && !a.carries(ccf.Item, beat) || !isCCF && surelyNotApplied(err) {
-		at.unsure = false
-		a.attempts[beat] = at
-	}
-	switch {
-	case isCCF && len(ccf.Item) > 0:
-		return nil, a.learn(ctx, w, ccf.Item, nil)
-	case isCCF && blind && !at.unsure:
-		// The blind write found no item (DynamoDB returns the item a
-		// condition failed on): create it.
-		w.v = view{known: true, absent: true}
-		w.dirty = true
-		return nil, nil
-	case isCCF:
-		w.forget() // no item came back (an emulator): read it
-		return nil, nil
-	}
-	w.forget()
-	return nil, a.failed(ctx, w, err)
+	// A blind write that fails finds no item (DynamoDB returns the item a
+	// condition failed on): the reader creates it.
+	return grantWrite{in: k.readerGrant(a, w, d, beat, sent, sess), absentIfRefused: !w.v.known, shape: readerShape{k.id}}
 }
 
-// carries reports whether item shows the granting write that wrote beat.
-func (a *acquisition) carries(item map[string]types.AttributeValue, beat string) bool {
-	if a.rw.writer {
-		return carriesRVN(item, beat)
-	}
+// isReader reports whether l is an RWLock reader's lock.
+func isReader(l *Lock) bool {
+	_, ok := l.shapeOf().(readerShape)
+	return ok
+}
+
+// readerShape is the shape of a reader's lock: its entry id in the item's
+// readers map. The item and its data are the writer's.
+type readerShape struct{ id string }
+
+func (r readerShape) regKey(key string, sortKey *string) string {
+	return readerRegKey(key, sortKey, r.id)
+}
+
+func (r readerShape) carries(item map[string]types.AttributeValue, beat string) bool {
 	m, _ := item[attrReaders].(*types.AttributeValueMemberM)
 	if m == nil {
 		return false
 	}
-	return decodeReader(a.rw.id, m.Value[a.rw.id]).beat == beat
+	return decodeReader(r.id, m.Value[r.id]).beat == beat
 }
+
+func (r readerShape) hold(ctx context.Context, a *acquisition, w *watch, item map[string]types.AttributeValue, beat string, at attempt) (*Lock, error) {
+	return a.holdRecord(ctx, w, a.readerRecord(item, beat, at), at)
+}
+
+// undoInput removes the entry if it carries one of beats (a reader's undo
+// names no token: its beats are its own).
+func (r readerShape) undoInput(c *Client, key map[string]types.AttributeValue, beats []string, _ uint64) *dynamodb.UpdateItemInput {
+	return c.readerUndoInput(key, r.id, beats)
+}
+
+func (r readerShape) mark(l *Lock) {
+	l.shaped = true
+	l.rareLocked().shape = r
+}
+
+func (r readerShape) renewal(c *Client, l *Lock, w *renewal) *dynamodb.UpdateItemInput {
+	b := newExprBuilder()
+	return c.guardedUpdate(l.itemKey(), b, readerRenewal(b, r.id, w), l.conditionLocked(b, w.rvn))
+}
+
+func (r readerShape) beatCondition(b *exprBuilder, _ *Lock, in string) string {
+	return readerBeatPath(b, r.id) + " IN (" + in + ")"
+}
+
+func (r readerShape) guard(b *exprBuilder, _ *Lock) string {
+	return "attribute_exists(" + readerPath(b, r.id) + ")" // entry ids are never reused
+}
+
+// release removes the reader's own entry, whatever deleteLock and data
+// say: the item and its data are the writer's.
+func (r readerShape) release(ctx context.Context, c *Client, l *Lock, b *exprBuilder, cond string, _ bool, _ []byte) error {
+	_, err := c.updateItem(ctx, c.guardedUpdate(l.itemKey(), b, readerRelease(b, r.id), cond))
+	return err
+}
+
+// releasedBefore: within the lease only its own release removes its entry.
+func (r readerShape) releasedBefore(_ *Lock, item map[string]types.AttributeValue) bool {
+	return !readerHasEntry(item, r.id)
+}
+
+func (readerShape) own(*Lock, map[string]types.AttributeValue) (*lockRecord, bool) { return nil, false }
+
+func (readerShape) ownsData() bool { return false }
+
+func (readerShape) takenHow(*Lock, map[string]types.AttributeValue) string { return "" }
+
+func (readerShape) refreshable() bool { return false }
 
 // readerGrant builds a reader's granting write: its entry in readers, the
 // writer's slot marked free, and its queue entry and the dead ones
 // removed.
-func (a *acquisition) readerGrant(w *watch, d decision, beat string, sent time.Time, sess *Session) *dynamodb.UpdateItemInput {
+func (k *rwHolder) readerGrant(a *acquisition, w *watch, d decision, beat string, sent time.Time, sess *Session) *dynamodb.UpdateItemInput {
 	c, v, g := a.c, &w.v, grantOf(d)
 	b := newExprBuilder()
 	pk, rel, rs, rver := b.name("#pk", c.cfg.partitionKeyName), b.name("#r", attrIsReleased), b.name("#R", attrReaders), b.name("#rv", attrReadersVersion)
@@ -132,11 +127,11 @@ func (a *acquisition) readerGrant(w *watch, d decision, beat string, sent time.T
 		// exists and nobody waits (so no writer waits: one that arrives
 		// later is behind this reader).
 		q := b.name("#q", attrFairQueue)
-		set += ", " + rs + "." + b.name("#me", a.rw.id) + " = " + b.value(":e", entry)
+		set += ", " + rs + "." + b.name("#me", k.id) + " = " + b.value(":e", entry)
 		cond += " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders)) +
 			" AND (attribute_not_exists(" + q + ") OR size(" + q + ") = " + b.value(":zero", attrN(0)) + ")"
 	case v.rw != nil && v.rw.readersPresent:
-		set += ", " + rs + "." + b.name("#me", a.rw.id) + " = " + b.value(":e", entry)
+		set += ", " + rs + "." + b.name("#me", k.id) + " = " + b.value(":e", entry)
 		if len(g.removeReaders) > 0 {
 			cond += " AND " + versionCond(b, v.rw)
 			for i, id := range g.removeReaders {
@@ -146,7 +141,7 @@ func (a *acquisition) readerGrant(w *watch, d decision, beat string, sent time.T
 			cond += " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders))
 		}
 	default:
-		set += ", " + rs + " = " + b.value(":e", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{a.rw.id: entry}})
+		set += ", " + rs + " = " + b.value(":e", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{k.id: entry}})
 		cond += " AND attribute_not_exists(" + rs + ")"
 	}
 	switch {
@@ -187,7 +182,7 @@ func grantOf(d decision) *rwGrant {
 // writerGrant builds a writer's granting write: a plain acquiring write
 // (acquireWrite: the writer's slot, the fencing token, the queue) plus the
 // readers' condition, and the dead readers dropped.
-func (a *acquisition) writerGrant(w *watch, d decision, rvn string, sent time.Time, sess *Session) (*dynamodb.UpdateItemInput, *acquiredItem) {
+func (k *rwHolder) writerGrant(a *acquisition, w *watch, d decision, rvn string, sent time.Time, sess *Session) (*dynamodb.UpdateItemInput, *acquiredItem) {
 	c, v, g := a.c, &w.v, grantOf(d)
 	q := &queueWrite{empty: true}
 	if v.rw != nil && v.rw.queuePresent && len(v.rw.queue) > 0 {
@@ -258,63 +253,6 @@ func readerEntry(beat string, lease time.Duration, session string) types.Attribu
 		e["s"] = attrS(session)
 	}
 	return &types.AttributeValueMemberM{Value: e}
-}
-
-// rwJoin adds this waiter's entry to the queue, or renews its beat, and
-// learns the item from the answer (acquisition.join for an RWLock's key).
-// A writer's join that adds its entry also counts it in writersArrived:
-// that fails every reader's write based on a look from before the writer
-// was in the queue. A new entry needs a place in the queue (maxWaiters).
-func (a *acquisition) rwJoin(ctx context.Context, w *watch) error {
-	c, st, v := a.c, a.rw, &w.v
-	if st.ticket == 0 {
-		// Drawn once: a join whose answer was lost may have put this
-		// ticket in the queue, and the next join must keep it.
-		for _, q := range v.rw.queue {
-			if !q.bad {
-				st.ticket = max(st.ticket, q.ticket)
-			}
-		}
-		st.ticket++ // below maxTicket: valid tickets are
-	}
-	st.beatAt = c.now()
-	entry := map[string]types.AttributeValue{
-		"t": attrN(st.ticket), "b": attrS(randomID()), "l": attrN(uint64(st.lease / time.Millisecond)),
-	}
-	if st.writer {
-		entry["k"] = attrS("w")
-	} else {
-		entry["k"] = attrS("r")
-	}
-	b := newExprBuilder()
-	q := b.name("#q", attrFairQueue)
-	cond := "attribute_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") AND "
-	var update string
-	present := slices.ContainsFunc(v.rw.queue, func(q rwWaiter) bool { return q.id == st.id })
-	switch {
-	case present:
-		// A renewal: only of an entry still there. One that others dropped
-		// as dead is added again by a join that counts (below), and a
-		// renewal that arrives late never brings a dropped entry back.
-		update = "SET " + q + "." + b.name("#w", st.id) + " = " + b.value(":e", &types.AttributeValueMemberM{Value: entry})
-		cond += "attribute_exists(" + q + "." + "#w)"
-	case v.rw.queuePresent:
-		update = "SET " + q + "." + b.name("#w", st.id) + " = " + b.value(":e", &types.AttributeValueMemberM{Value: entry})
-		cond += "size(" + q + ") < " + b.value(":maxq", attrN(maxWaiters))
-	default:
-		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			st.id: &types.AttributeValueMemberM{Value: entry}}})
-		cond += "attribute_not_exists(" + q + ")"
-	}
-	// Every join that adds a writer's entry (first, or again after others
-	// dropped it as dead) counts it: a reader that looked before it was
-	// there must look again.
-	if st.writer && (!st.counted || !present) {
-		update += " ADD " + b.name("#wa", attrWritersArrived) + " " + b.value(":one", attrN(1))
-	}
-	landed, err := a.sendJoin(ctx, w, c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond))
-	st.counted = st.counted || landed && st.writer
-	return err
 }
 
 // readerUndoInput removes reader id's entry if it still carries one of

@@ -290,7 +290,7 @@ func (s *scheduler) at(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
 // that ended off the wake heap (a beat of it in flight or queued finds it
 // ended and leaves it).
 func (s *scheduler) update(l *Lock, now time.Time) {
-	if l.bySession {
+	if l.heldBy() != nil {
 		return // its session's lock is renewed instead
 	}
 	e := &l.sched

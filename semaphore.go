@@ -3,6 +3,7 @@ package dynamolock
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 )
@@ -115,10 +116,12 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lo
 		}
 	}
 	a := c.newAcquisition(modeAny, o, keys, "semaphore "+strconv.Quote(s.name))
+	k := slots{}
 	if o.fair {
-		a.semFair = a.watches[0]
-		a.semFair.fair = newFairState(o)
+		k.fair = a.watches[0]
+		k.fair.fair = newFairState(o)
 	}
+	a.kind = k
 	locks, err := a.admitThenRun(ctx)
 	c.metrics.acquired(ctx, err, s.c.since(a.start))
 	if err != nil {
@@ -126,3 +129,49 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lo
 	}
 	return locks[0], nil
 }
+
+// slots is the kind of a semaphore's holder: any one of its slots, each an
+// exclusive lock of its own item. With WithFairness its waiters queue on
+// the first slot's item (fair), whichever slot they take.
+type slots struct {
+	exclusive
+	fair *watch // the first slot, which holds the queue; nil: not fair
+}
+
+func (k slots) grant(a *acquisition, w *watch, d decision, rvn string, sent time.Time, sess *Session) grantWrite {
+	if k.fair == nil || w == k.fair || d.queue == nil {
+		return k.exclusive.grant(a, w, d, rvn, sent, sess)
+	}
+	// The queue is on another item: its part goes beside the slot's write,
+	// in one transaction.
+	in, _ := a.c.acquireWrite(w.key, w.sortKey, a.o, rvn, d.takeover, nil, sent, sess)
+	beside := d.queue.onItem(a.c, a.c.itemKeyOf(k.fair.key, k.fair.sortKey))
+	return grantWrite{in: in, beside: &beside, queueOn: k.fair, shape: holderShape{}}
+}
+
+// wrote: the answer may have shown the queue, so every slot's write is
+// decided again.
+func (k slots) wrote(a *acquisition) {
+	if k.fair == nil {
+		return
+	}
+	for _, x := range a.watches {
+		x.dirty = x.dirty || x.next.step == stepWrite
+	}
+}
+
+func (k slots) queue(*watch) *watch { return k.fair }
+
+func (k slots) place(a *acquisition, w *watch) queueJoin {
+	return queueJoin{on: k.fair, place: &k.fair.fair.waiterPlace}
+}
+
+func (k slots) leaveQueues(ctx context.Context, a *acquisition) {
+	if k.fair != nil && k.fair.fair.ticket != 0 {
+		a.leaveEntry(ctx, k.fair, k.fair.fair.id)
+	}
+}
+
+func (k slots) handsOverHere(*acquisition, *watch) bool { return k.fair == nil }
+
+func (slots) name(_ *acquisition, w *watch) string { return quoteKey(w.key) }

@@ -211,14 +211,14 @@ func (c *Client) startSession(ctx context.Context, n int) (*Session, error) {
 	// The draw names the client and the session's number: see current.
 	key := sessionKeyPrefix + newUUID(c.cfg.ownerName, "session "+strconv.Itoa(n))
 	a := c.newAcquisition(modeOne, o, []string{key}, "session "+quoteKey(key))
-	a.noSession = true
+	a.leases = sessionItem{} // its client's session cannot hold its own item
 	locks, err := a.admitThenRun(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s := &Session{c: c, key: key, lock: locks[0], locks: make(map[*Lock]struct{})}
 	s.lock.mu.Lock()
-	s.lock.rareLocked().session = s
+	s.lock.rareLocked().source = sessionOwnItem{s: s}
 	ended := s.lock.reasonLocked() != nil
 	s.lock.mu.Unlock()
 	if ended {
@@ -285,10 +285,28 @@ func (s *Session) end(reason error) {
 	}
 }
 
-// heldBy returns the session a lock held by a session belongs to.
-func (l *Lock) heldBy() *Session {
-	if !l.bySession {
-		return nil
-	}
-	return l.rare.session // set before the lock is published, never changed
+// A session is the lease source of the locks it holds (lockLease).
+
+func (s *Session) session() *Session { return s }
+
+func (s *Session) itemOf() *Session { return nil }
+
+// sessionOwnItem is the lease source recorded on a session's own item's
+// lock: its own lease, and the session whose item it is (Lock.end ends the
+// session with it).
+type sessionOwnItem struct {
+	ownLease
+	s *Session
+}
+
+func (o sessionOwnItem) itemOf() *Session { return o.s }
+
+// expirySets: a session's lock has no stored expiry, nor a TTL
+// (acquireWrite).
+func (s *Session) expirySets(*Client, *exprBuilder, *renewal) string { return "" }
+
+// releaseRemoves: a released item names no session; a session's lock has
+// no stored expiry.
+func (s *Session) releaseRemoves(_ *Client, b *exprBuilder) string {
+	return " REMOVE " + b.name("#s", attrSession)
 }

@@ -243,13 +243,7 @@ func (a *acquisition) learnSessions(ctx context.Context, w *watch) error {
 	if v.rec != nil && !v.rec.released && v.rec.session != "" {
 		keys = append(keys, v.rec.session)
 	}
-	if v.rw != nil {
-		for _, r := range v.rw.readers {
-			if r.session != "" && !r.bad {
-				keys = append(keys, r.session)
-			}
-		}
-	}
+	keys = append(keys, v.readerSessions()...)
 	for _, key := range keys {
 		if _, ok := v.sessions[key]; ok {
 			continue

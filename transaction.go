@@ -47,14 +47,7 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 // guardCondition: this owner, this acquisition (fencing token, or the RVN
 // for an item without one), not released.
 func (l *Lock) guardCondition(b *exprBuilder) string {
-	if l.reader {
-		return "attribute_exists(" + readerPath(b, l.rare.readerID) + ")" // entry ids are never reused
-	}
-	cond := ownerCondition(b, l.ownerName)
-	if l.fencingToken > 0 {
-		return cond + " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken))
-	}
-	return cond + " AND " + b.name("#v", attrRVN) + " = " + b.value(":cur", attrS(l.rvn))
+	return l.shapeOf().guard(b, l)
 }
 
 // TransactionWithRefresh returns the check of [Lock.TransactionCondition]
@@ -96,12 +89,12 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	same := func(out *dynamodb.TransactWriteItemsOutput, err error) (*dynamodb.TransactWriteItemsOutput, error) {
 		return out, err
 	}
-	if l != nil && l.bySession {
+	if l != nil && l.heldBy() != nil {
 		// A session's lock has no lease of its own: the check alone, and
 		// the session's heartbeat renews (docs/SESSIONS.md).
 		return l.TransactionCondition(), same
 	}
-	if l == nil || l.client == nil || l.kind == lockView || l.reader {
+	if l == nil || l.client == nil || l.kind == lockView || !l.shapeOf().refreshable() {
 		return types.TransactWriteItem{}, same
 	}
 	c := l.client

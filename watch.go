@@ -74,13 +74,7 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 			w.hands.observe(v.rec)
 		}
 	}
-	if a.holdsQueue(w) {
-		ws, _, _ := queueOf(item)
-		a.fairOf(w).observe(ws, now)
-	}
-	if a.rw != nil {
-		a.learnRW(w, item, now)
-	}
+	a.kind.learn(a, w, item, now)
 	if err := a.learnSessions(ctx, w); err != nil {
 		w.forget()
 		return a.failed(ctx, w, err)
@@ -148,7 +142,7 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 				notify = make(chan struct{}, 1)
 			}
 			// Watch first (see here, rule 2).
-			plain := w.fair == nil && a.semFair == nil && a.rw == nil && len(a.watches) == 1
+			plain := a.kind.handsOverHere(a, w) && len(a.watches) == 1
 			u, unwatch := c.here.watch(w.regKey, notify, plain)
 			chans = append(chans, watched{w, u, unwatch})
 			// The count is the client's, over every key: skip the wait
