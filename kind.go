@@ -1,11 +1,14 @@
 package dynamolock
 
 // Kinds of holders, item shapes and lease sources: the values the engine
-// calls (docs/ENGINE.md, "Kinds"). The engine (acquire.go, acquire_write.go,
-// watch.go, hold.go, heartbeat.go, release.go) knows no kind: it asks these
-// values. A kind of holder is one file (kind_exclusive.go, semaphore.go,
-// rwlock.go); a new one provides the methods below, and the compiler lists
-// what it lacks.
+// calls (docs/ENGINE.md, "What a kind brings"). The engine (acquire.go,
+// acquire_write.go, watch.go, hold.go, heartbeat.go, release.go) reads no
+// kind's state: it asks these values. Two shapes of request are the
+// engine's own and named by what they are, not by a kind: a write beside a
+// queue on another item (besideAnswer) and the multi-key transaction
+// (transact, whose every key is a holder's slot). A kind of holder is one
+// file (kind_exclusive.go, semaphore.go, rwlock.go); a new one provides the
+// methods below, and the compiler lists what it lacks.
 
 import (
 	"context"

@@ -182,6 +182,7 @@ func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOp
 	// its loop, undo, deadline, admission and Close are every kind's.
 	a := c.newAcquisition(modeOne, o, []string{rw.name}, "rwlock "+strconv.Quote(rw.name))
 	a.kind = &rwHolder{writer: writer, waiterPlace: waiterPlace{id: randomID(), lease: min(max(o.lease, time.Millisecond), maxWaiterLease)}}
+	a.watches[0].fair = nil // WithFairness: the read/write lock's queue is always fair (rwDecide)
 	locks, err := a.admitThenRun(ctx)
 	c.metrics.acquired(ctx, err, c.since(a.start))
 	if err != nil {

@@ -291,9 +291,10 @@ func (s *Session) session() *Session { return s }
 
 func (s *Session) itemOf() *Session { return nil }
 
-// sessionOwnItem is the lease source recorded on a session's own item's
-// lock: its own lease, and the session whose item it is (Lock.end ends the
-// session with it).
+// sessionOwnItem is what a session's own item's lock records in
+// rare.source: the session whose item it is, which Lock.end ends with it
+// (read under mu). The lock is not shaped: leaseOf reads ownLease for it,
+// as it renews its own lease.
 type sessionOwnItem struct {
 	ownLease
 	s *Session
