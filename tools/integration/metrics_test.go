@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,29 +43,40 @@ func TestMetricsAndLogs(t *testing.T) {
 	_, err = c.ReleaseLockWithContext(ctx, l2)
 	require.NoError(t, err)
 
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(ctx, &rm))
-	sums := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					key := m.Name
-					for _, kv := range p.Attributes.ToSlice() {
-						key += "|" + string(kv.Key) + "=" + kv.Value.String()
+	collect := func() map[string]int64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(ctx, &rm))
+		sums := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				switch d := m.Data.(type) {
+				case metricdata.Sum[int64]:
+					for _, p := range d.DataPoints {
+						key := m.Name
+						for _, kv := range p.Attributes.ToSlice() {
+							key += "|" + string(kv.Key) + "=" + kv.Value.String()
+						}
+						sums[key] += p.Value
 					}
-					sums[key] += p.Value
-				}
-			case metricdata.Gauge[int64]:
-				sums[m.Name] = d.DataPoints[0].Value
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					sums[m.Name] += int64(p.Count)
+				case metricdata.Gauge[int64]:
+					sums[m.Name] = d.DataPoints[0].Value
+				case metricdata.Histogram[float64]:
+					for _, p := range d.DataPoints {
+						sums[m.Name] += int64(p.Count)
+					}
 				}
 			}
 		}
+		return sums
 	}
+	// Done closes as the lock ends; its loss is logged and counted just
+	// after (Lock.lose): wait for them rather than race them.
+	waitFor(t, 5*time.Second, "the loss logged and counted", func() bool {
+		sums := collect()
+		return sums["dynamolock.locks.lost|cause=taken_over"] == 1 && sums["dynamolock.heartbeats|outcome=lost"] == 1 &&
+			strings.Contains(buf.String(), `"msg":"lock lost"`)
+	})
+	sums := collect()
 	assert.Equal(t, int64(3), sums["dynamolock.acquisitions|outcome=acquired"])
 	assert.Equal(t, int64(3), sums["dynamolock.acquire.duration"])
 	assert.GreaterOrEqual(t, sums["dynamolock.heartbeats|outcome=ok"], int64(1))
