@@ -316,10 +316,9 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 		}
 		p.ticket++ // below maxTicket: valid tickets are
 	}
-	p.beat = randomID()
 	p.beatAt = a.c.now()
 	fields := map[string]types.AttributeValue{
-		"t": attrN(p.ticket), "b": attrS(p.beat), "l": attrN(uint64(p.lease / time.Millisecond)),
+		"t": attrN(p.ticket), "b": attrS(randomID()), "l": attrN(uint64(p.lease / time.Millisecond)),
 	}
 	maps.Copy(fields, j.entry)
 	entry := &types.AttributeValueMemberM{Value: fields}

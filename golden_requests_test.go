@@ -173,7 +173,7 @@ func TestGoldenRequests(t *testing.T) {
 			other := g.client(t, "other")
 			l, err := other.AcquireLockWithContext(ctx, "k")
 			require.NoError(t, err)
-			got := g.async(func() (*dynamolock.Lock, error) {
+			got := g.async(t, func() (*dynamolock.Lock, error) {
 				return c.AcquireLockWithContext(ctx, "k", dynamolock.WithRefreshPeriod(100*time.Millisecond))
 			})
 			g.settle(250 * time.Millisecond)
@@ -207,7 +207,7 @@ func TestGoldenRequests(t *testing.T) {
 			require.NoError(t, err)
 			// A lease of 3 s, the queue entry's too: renewed while it waits.
 			waiter := g.client(t, "waiter", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(1237*time.Millisecond)) // no instant shared with the polls: one order of requests
-			got := g.async(func() (*dynamolock.Lock, error) {
+			got := g.async(t, func() (*dynamolock.Lock, error) {
 				return waiter.AcquireLockWithContext(ctx, "f", dynamolock.WithFairness(), dynamolock.WithRefreshPeriod(400*time.Millisecond))
 			})
 			g.settle(2500 * time.Millisecond) // past a third of the queue entry's lease, twice: renewed
@@ -225,7 +225,7 @@ func TestGoldenRequests(t *testing.T) {
 			require.NoError(t, err)
 			mySem, err := c.NewSemaphore("sem", 2)
 			require.NoError(t, err)
-			got := g.async(func() (*dynamolock.Lock, error) {
+			got := g.async(t, func() (*dynamolock.Lock, error) {
 				return mySem.Acquire(ctx, dynamolock.WithFairness(), dynamolock.WithRefreshPeriod(100*time.Millisecond))
 			})
 			g.settle(250 * time.Millisecond)
@@ -245,11 +245,11 @@ func TestGoldenRequests(t *testing.T) {
 			r, err := orw.RLock(ctx)
 			require.NoError(t, err)
 			// A writer waits for the reader, a reader waits behind the writer.
-			writer := g.async(func() (*dynamolock.Lock, error) {
+			writer := g.async(t, func() (*dynamolock.Lock, error) {
 				return rw.Lock(ctx, dynamolock.WithRefreshPeriod(100*time.Millisecond))
 			})
 			g.settle(250 * time.Millisecond)
-			reader := g.async(func() (*dynamolock.Lock, error) {
+			reader := g.async(t, func() (*dynamolock.Lock, error) {
 				return orw.RLock(ctx, dynamolock.WithRefreshPeriod(100*time.Millisecond))
 			})
 			g.settle(250 * time.Millisecond)
@@ -329,8 +329,9 @@ func (g *goldenWorld) client(t *testing.T, owner string, extra ...dynamolock.Cli
 }
 
 // async runs acquire in a goroutine of the bubble, and lets it run until it
-// blocks; the function returned waits for its lock.
-func (g *goldenWorld) async(acquire func() (*dynamolock.Lock, error)) func() *dynamolock.Lock {
+// blocks; the function returned waits for its lock (in the test's
+// goroutine, which fails the test if acquire failed).
+func (g *goldenWorld) async(t *testing.T, acquire func() (*dynamolock.Lock, error)) func() *dynamolock.Lock {
 	type result struct {
 		l   *dynamolock.Lock
 		err error
@@ -343,9 +344,7 @@ func (g *goldenWorld) async(acquire func() (*dynamolock.Lock, error)) func() *dy
 	synctest.Wait()
 	return func() *dynamolock.Lock {
 		r := <-ch
-		if r.err != nil {
-			panic(r.err)
-		}
+		require.NoError(t, r.err)
 		return r.l
 	}
 }

@@ -85,12 +85,12 @@ type queueJoin struct {
 // waiterPlace is one waiter's entry in a queue (a fair lock's, a fair
 // semaphore's, a read/write lock's): its id, its ticket (drawn once at its
 // first join and kept: a join whose answer was lost may have landed, and a
-// waiter that came later must not go first) and its beat.
+// waiter that came later must not go first) and when it last wrote its
+// beat (a fresh one at every join).
 type waiterPlace struct {
 	id     string
 	ticket uint64        // 0: not drawn
-	beat   string        // the beat this waiter last wrote
-	beatAt time.Time     // when it was sent
+	beatAt time.Time     // when the last join was sent
 	lease  time.Duration // how long an unchanged entry of ours stays live
 }
 

@@ -132,7 +132,8 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lo
 
 // slots is the kind of a semaphore's holder: any one of its slots, each an
 // exclusive lock of its own item. With WithFairness its waiters queue on
-// the first slot's item (fair), whichever slot they take.
+// the first slot's item (fair), whichever slot they take; leaving it is
+// exclusive's (the first slot's watch carries the queue's state).
 type slots struct {
 	exclusive
 	fair *watch // the first slot, which holds the queue; nil: not fair
@@ -164,12 +165,6 @@ func (k slots) queue(*watch) *watch { return k.fair }
 
 func (k slots) place(a *acquisition, w *watch) queueJoin {
 	return queueJoin{on: k.fair, place: &k.fair.fair.waiterPlace}
-}
-
-func (k slots) leaveQueues(ctx context.Context, a *acquisition) {
-	if k.fair != nil && k.fair.fair.ticket != 0 {
-		a.leaveEntry(ctx, k.fair, k.fair.fair.id)
-	}
 }
 
 func (k slots) handsOverHere(*acquisition, *watch) bool { return k.fair == nil }
