@@ -16,8 +16,12 @@ func (c *Client) AcquireLock(key string, opts ...AcquireLockOption) (*Lock, erro
 // AcquireLockWithContext acquires the lock on key.
 //
 // A free or released lock costs one conditional UpdateItem. When another
-// owner holds it, the client polls the item with a consistent GetItem every
-// refresh period (shortened by a small jitter). If the item's record version
+// owner holds it, the call takes a place in the key's queue (one more
+// UpdateItem, renewed every third of its lease, removed by the acquiring
+// write) and polls the item with a consistent GetItem by its rank in the
+// queue: the head about every 80 ms or sooner, the others more rarely (see
+// [WithRefreshPeriod]), so that a release in another process is taken
+// within one poll of the head. If the item's record version
 // number stays the same for a full lease of the holder, measured on this
 // host's monotonic clock, the holder is taken to be dead and the lock is
 // taken over with a write conditioned on that version. If the holder keeps
@@ -51,6 +55,11 @@ func (c *Client) acquireKey(ctx context.Context, key string, opts []AcquireLockO
 		return nil, err
 	}
 	a := c.newAcquisition(modeOne, o, []string{key}, quoteKey(key))
+	if w := a.watches[0]; w.fair == nil && !o.failIfLocked {
+		// A plain waiter takes an unordered place in the key's queue, so
+		// that only the head of the queue polls fast (pace.go).
+		w.fair = newPlainPlace(o)
+	}
 	l, err := a.acquireOne(ctx)
 	c.metrics.acquired(ctx, err, c.since(a.start))
 	return l, err
@@ -280,8 +289,12 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 			if w.woken && a.kind.handsOverHere(a, w) {
 				// The lock on the key ended here (released, or lost): try
 				// it at once rather than read it first. The write's
-				// condition decides; a failure returns the item.
+				// condition decides; a failure returns the item. A plain
+				// waiter's place in the queue goes with the write.
 				w.next = decision{step: stepWrite}
+				if f := w.fair; f != nil && f.ticket != 0 {
+					w.next.queue = &queueWrite{remove: []string{f.id}}
+				}
 				continue
 			}
 			item, err := a.read(ctx, w)

@@ -50,6 +50,11 @@ type decision struct {
 	// endSessions are the sessions judged dead whose end mark goes
 	// before the write (it takes over what they held).
 	endSessions []sessionState
+	// due: a read of a live holder's item, when it could become stale or
+	// the wait ends (at is that or the next poll, whichever is earlier):
+	// a waiter with a place in the queue polls on its rank's schedule
+	// instead (pace.go), but never past due. Zero: at stands.
+	due time.Time
 }
 
 // decideInput is everything the decision looks at.
@@ -147,7 +152,8 @@ func decide(in decideInput) decision {
 	// Poll once a refresh period, but wake exactly when the item could
 	// become stale or the wait ends.
 	at := in.now.Add(in.o.refreshPeriod - in.jitter)
-	return decision{step: stepRead, at: earliest(earliest(at, staleAt), in.deadline)}
+	due := earliest(staleAt, in.deadline)
+	return decision{step: stepRead, at: earliest(at, due), due: due}
 }
 
 func heldByUs(holder, owner string) string {

@@ -246,7 +246,9 @@
 // # Costs
 //
 // Acquiring a free or released lock: one UpdateItem. Waiting for a held
-// lock: one consistent GetItem per refresh period. A heartbeat: one
+// lock: one UpdateItem to take a place in the key's queue (renewed every
+// third of the lease) and consistent GetItems by rank in it (the head's
+// about every 80 ms; see [WithRefreshPeriod]). A heartbeat: one
 // UpdateItem per lock per heartbeat period. A release: one UpdateItem (or
 // DeleteItem). Reading a lock not held by this client: one GetItem. Once
 // per client, before its first write: one DescribeTable (the global-table

@@ -80,7 +80,9 @@ func (c *Client) NewElection(name string) *Election {
 // refresh period of the leader's resignation, and within the leader's lease
 // plus one refresh period of the leader's last heartbeat when the leader
 // died. Cost: one UpdateItem when nobody leads; otherwise one UpdateItem,
-// a GetItem per refresh period and one UpdateItem to win.
+// one to take a place in the key's queue (renewed every third of the
+// lease), GetItems by rank in it (see [WithRefreshPeriod]) and one
+// UpdateItem to win.
 //
 // opts apply to the acquisition as in [Client.AcquireLockWithContext]
 // (for example [WithRefreshPeriod] to poll more often, [WithLockLease],

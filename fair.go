@@ -51,8 +51,11 @@ const attrFairQueue = "fairQueue"
 //
 // Mutual exclusion is the same as without the option: the queue only
 // decides which waiter sends the acquiring write. Acquisitions without the
-// option, and Amazon's Java client and dynamolock v2, ignore the queue and
-// may take the lock ahead of it; the Java client and dynamolock v2 (which
+// option hold unordered places in the same queue (entries marked "u"),
+// only so that the waiters of a key poll by rank (see [WithRefreshPeriod]):
+// they wait for nobody and no fair waiter waits for them, so they may take
+// the lock ahead of the fair waiters, as Amazon's Java client and
+// dynamolock v2 (which ignore the queue) may; the Java client and dynamolock v2 (which
 // replace the item on acquisition) clear it, after which the waiters add
 // themselves again with their tickets, so their order is kept among them.
 // A release with [WithDeleteLockOnRelease] deletes the queue with the item:
@@ -78,6 +81,10 @@ type waiter struct {
 	beat   string
 	lease  time.Duration
 	bad    bool // the entry cannot be interpreted: it orders nobody
+	// unordered: a waiter without WithFairness, which holds a place only
+	// for the poll schedule (pace.go): it waits for no entry and no fair
+	// waiter waits for it.
+	unordered bool
 }
 
 // before orders the queue: by ticket, then by id (tickets taken from the
@@ -121,8 +128,13 @@ func decodeWaiter(id string, ev types.AttributeValue) waiter {
 	if err1 != nil || err2 != nil || !ok || t == 0 || t >= maxTicket || l == 0 || l > uint64(maxWaiterLease/time.Millisecond) {
 		return w
 	}
-	return waiter{id: id, ticket: t, beat: b.Value, lease: time.Duration(l) * time.Millisecond}
+	_, unordered := e.Value[entryUnordered]
+	return waiter{id: id, ticket: t, beat: b.Value, lease: time.Duration(l) * time.Millisecond, unordered: unordered}
 }
+
+// entryUnordered marks the entry of a waiter without WithFairness (its
+// value is the number 1; readers look only for its presence).
+const entryUnordered = "u"
 
 // maxTicket bounds tickets: an entry at or above it is not a waiter's, and
 // the next ticket never overflows.
@@ -142,9 +154,11 @@ const maxWaiterLease = time.Hour
 // leaves.
 const maxWaiters = 100
 
-// fairState is a fair acquisition's place in the queue.
+// fairState is an acquisition's place in the queue: a fair one's
+// (ordered), or, for the poll schedule only, a plain one's.
 type fairState struct {
 	waiterPlace
+	ordered bool // WithFairness: it waits its turn
 	// seen holds, per other waiter, the beat this acquisition last saw in
 	// its entry and when it first saw it.
 	seen map[string]beatSeen
@@ -158,7 +172,15 @@ type beatSeen struct {
 func newFairState(o *acquireLockOptions) *fairState {
 	// The lease written into the entry is what every reader accepts.
 	lease := min(max(o.lease, time.Millisecond), maxWaiterLease)
-	return &fairState{waiterPlace: waiterPlace{id: randomID(), lease: lease}, seen: make(map[string]beatSeen)}
+	return &fairState{waiterPlace: waiterPlace{id: randomID(), lease: lease}, ordered: true, seen: make(map[string]beatSeen)}
+}
+
+// newPlainPlace is the place of an acquisition without WithFairness: an
+// unordered entry, so that the waiters of a key poll by rank.
+func newPlainPlace(o *acquireLockOptions) *fairState {
+	f := newFairState(o)
+	f.ordered = false
+	return f
 }
 
 // randomID is a short random identifier (16 hex digits).
@@ -208,7 +230,7 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 		return d
 	}
 	if !v.known {
-		if d.step == stepWrite {
+		if d.step == stepWrite && f.ordered {
 			d.queue = &queueWrite{empty: true} // the first write: it must find nobody waiting
 		}
 		return d
@@ -226,13 +248,13 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 		}
 		return d
 	}
-	if d.step == stepRead {
-		return f.keepPlace(d, mine, len(ws), v, now)
-	}
-	// The lock can be taken: by us only if nobody live is before us.
+	// The lock can be taken (or is held): by us only if nobody live is
+	// before us. Our rank counts every live entry before ours, ordered or
+	// not: it sets how often we poll.
 	var dead []string
 	nextDeath := now.Add(maxWaiterLease) // when the first live waiter before us could count as gone
 	blocked := false
+	rank := 1
 	for _, w := range ws {
 		if w.id == f.id {
 			continue
@@ -245,21 +267,35 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 			}
 			continue
 		}
-		if f.ticket != 0 && !w.before(f.ticket, f.id) {
+		if f.ticket == 0 || w.before(f.ticket, f.id) {
+			rank++
+		}
+		if !f.ordered || w.unordered || f.ticket != 0 && !w.before(f.ticket, f.id) {
 			continue
 		}
 		blocked = true
 		nextDeath = earliest(nextDeath, at)
 	}
+	if d.step == stepRead {
+		if mine && !d.due.IsZero() {
+			d.at = earliest(now.Add(a.pollEvery(w, rank, now)), d.due)
+		}
+		return f.keepPlace(d, mine, len(ws), v, now)
+	}
 	if !blocked {
-		if !present || len(ws) == 0 {
+		switch {
+		case !f.ordered && !mine:
+			// A plain waiter with no entry writes as it would without one.
+		case !f.ordered:
+			d.queue = &queueWrite{remove: append(dead, f.id)}
+		case !present || len(ws) == 0:
 			d.queue = &queueWrite{empty: true}
-			return d
+		default:
+			if mine {
+				dead = append(dead, f.id)
+			}
+			d.queue = &queueWrite{remove: dead}
 		}
-		if mine {
-			dead = append(dead, f.id)
-		}
-		d.queue = &queueWrite{remove: dead}
 		return d
 	}
 	// The lock is free, but others are first in line: a live one takes it
@@ -273,11 +309,22 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: now.Sub(a.start)},
 			"key %q: waiters before this one in the fair queue kept their turn", w.key)}
 	}
-	wake := earliest(now.Add(a.o.refreshPeriod-randomUpTo(a.o.refreshJitter)), nextDeath)
+	poll := a.o.refreshPeriod - randomUpTo(a.o.refreshJitter)
+	if mine {
+		poll = a.pollEvery(w, rank, now)
+	}
+	wake := earliest(now.Add(poll), nextDeath)
 	if now.Before(deadline) {
 		wake = earliest(wake, deadline)
 	}
 	return f.keepPlace(decision{step: stepRead, at: wake}, mine, len(ws), v, now)
+}
+
+// pollEvery is the wait before w's next read for a waiter of rank in its
+// queue (pace.go).
+func (a *acquisition) pollEvery(w *watch, rank int, now time.Time) time.Duration {
+	cycle, known := w.pace.cycle()
+	return pollEvery(rank, now.Sub(w.pace.since), cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
 }
 
 // keepPlace makes a waiting decision keep this waiter's entry in the queue:

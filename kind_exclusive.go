@@ -77,7 +77,11 @@ func (exclusive) queue(w *watch) *watch {
 }
 
 func (exclusive) place(a *acquisition, w *watch) queueJoin {
-	return queueJoin{on: w, place: &w.fair.waiterPlace}
+	j := queueJoin{on: w, place: &w.fair.waiterPlace}
+	if !w.fair.ordered {
+		j.entry = map[string]types.AttributeValue{entryUnordered: attrN(1)}
+	}
+	return j
 }
 
 func (exclusive) leaveQueues(ctx context.Context, a *acquisition) {
@@ -88,7 +92,9 @@ func (exclusive) leaveQueues(ctx context.Context, a *acquisition) {
 	}
 }
 
-func (exclusive) handsOverHere(a *acquisition, w *watch) bool { return w.fair == nil }
+func (exclusive) handsOverHere(a *acquisition, w *watch) bool {
+	return w.fair == nil || !w.fair.ordered
+}
 
 func (exclusive) name(a *acquisition, w *watch) string {
 	if a.mode == modeAll {

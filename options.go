@@ -279,11 +279,23 @@ func WithDeleteLockOnRelease() AcquireLockOption {
 	return func(o *acquireLockOptions) { o.deleteLockOnRelease = true }
 }
 
-// WithRefreshPeriod sets how often a waiting acquisition polls the item.
-// Default: [DefaultRefreshPeriod] (1s); must be positive. Each wait is
-// shortened (never lengthened) by a random jitter, up to a tenth of d
-// unless [WithRefreshJitter] says otherwise, so that waiting clients spread
-// their polls out; two polls are never more than d apart.
+// WithRefreshPeriod sets the pace at which a waiting acquisition polls the
+// item. Default: [DefaultRefreshPeriod] (1s); must be positive.
+//
+// A waiter that holds a place in the key's queue (every waiting
+// AcquireLock but a FailIfLocked one, a fair semaphore's) polls by its
+// rank in it, so that another process's release is taken within one poll
+// of the queue's head, and the key's reads stay bounded whatever the
+// number of waiters (docs/ENGINE.md, "Polling by rank"): the head polls at
+// a quarter of the hold's age, between d/200 (5 ms at least) and 2d/25 (80
+// ms at least) and never slower than d; a waiter of rank r ≥ 2 comes back
+// at about half the time it needs to reach the head, at most 3d/4 (rank 2)
+// or r×d apart, and renews its place every third of its lease (an answer
+// that shows the item as a read does). A waiter without a place (a full
+// queue, a read/write lock's, a plain semaphore's) polls every d. In every
+// case the wait is shortened (never lengthened) by a random jitter, up to
+// a tenth of d unless [WithRefreshJitter] says otherwise, and a waiter
+// also wakes when its holder could turn stale and when its wait ends.
 func WithRefreshPeriod(d time.Duration) AcquireLockOption {
 	return func(o *acquireLockOptions) { o.refreshPeriod = d }
 }

@@ -27,6 +27,7 @@ type watch struct {
 	endsBefore uint64
 	skipped    string // the RVN for which sleep last skipped its wait
 	hands      hands
+	pace       pace // the key's holders as this call saw them: the poll schedule (pace.go)
 	out        bool // a semaphore slot whose wait ended
 	woken      bool // the last sleep ended because a lock on the key ended here
 	// handover: woken as the key's plain waiter by that hand-over (see
@@ -64,11 +65,15 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 	}
 	v := &w.v
 	*v = view{known: true, raw: item, absent: len(item) == 0}
+	now := a.c.now()
 	if v.absent {
+		w.pace.observe(nil, now)
 		return nil
 	}
-	now := a.c.now()
-	if v.rec, v.bad = a.c.cfg.schema.decodeItem(item); v.bad == nil && !v.rec.released {
+	if v.rec, v.bad = a.c.cfg.schema.decodeItem(item); v.bad == nil {
+		w.pace.observe(v.rec, now)
+	}
+	if v.bad == nil && !v.rec.released {
 		v.seen = a.c.here.observe(w.regKey, v.rec.rvn, now)
 		if _, ours := a.attempts[v.rec.rvn]; !ours {
 			w.hands.observe(v.rec)

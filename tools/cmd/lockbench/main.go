@@ -14,6 +14,7 @@
 //	lockbench steadiness [-ceiling-writers 32] [-warmup 60s] [-duration 120s]
 //	lockbench failover [-trials 8]
 //	lockbench handover [-trials 8] [-waiters 4] [-refresh 1s,10s]
+//	lockbench crossover [-trials 30] [-waiters 1] [-modes default,fair] [-contenders 2,8,32] [-hold 10s]
 //	lockbench contention [-modes default] [-contenders 2,8,32] [-goroutines 1] [-refresh 1s] [-hold 10ms] [-pause 0s] [-duration 10s]
 //	lockbench session [-n 1000,10000,100000] [-hold 60s] [-lease 3s] [-heartbeat 1s] [-acquire-workers 32] [-compare=true] [-max-refused 1000] [-ask-budget 2m] [-takeover 2000] [-ceiling-writers 32]
 //
@@ -66,7 +67,7 @@ func setFlag(fs *flag.FlagSet, name string) bool {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|writeparts|capacity|steadiness|failover|handover|contention|session [flags]; lockbench CMD -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|writeparts|capacity|steadiness|failover|handover|crossover|contention|session [flags]; lockbench CMD -h for flags")
 	os.Exit(2)
 }
 
@@ -112,7 +113,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		return err
 	}
 	switch cmd {
-	case "all", "calls", "latency", "writeparts", "capacity", "steadiness", "failover", "handover", "contention", "session":
+	case "all", "calls", "latency", "writeparts", "capacity", "steadiness", "failover", "handover", "crossover", "contention", "session":
 	default:
 		usage()
 	}
@@ -277,6 +278,32 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		fmt.Println(r.Markdown(bench.HandoverCommand(cfg)))
+	case "crossover":
+		cfg := bench.DefaultCrossover()
+		if setFlag(fs, "trials") {
+			cfg.Trials = *trials
+		}
+		if setFlag(fs, "waiters") {
+			cfg.Waiters = *waiters
+		}
+		if setFlag(fs, "hold") {
+			cfg.Hold = *hold
+		}
+		if setFlag(fs, "contenders") {
+			if cfg.Budget, err = ints(*contenders); err != nil {
+				return err
+			}
+		}
+		if setFlag(fs, "modes") {
+			if cfg.Modes, err = bench.ModesNamed(strings.Split(*modes, ",")); err != nil {
+				return err
+			}
+		}
+		r, err := bench.RunCrossover(ctx, e, cfg)
+		if err != nil {
+			return err
+		}
+		bench.WriteCrossover(os.Stdout, r, cfg)
 	case "session":
 		p := bench.DefaultSessionPlan()
 		p.Lease, p.Heartbeat, p.Compare, p.MaxRefused, p.AskBudget, p.Takeover, p.CeilingWriters = *lease, *heartbeat, *compare, *maxRefused, *askBudget, *takeover, *ceiling

@@ -1,0 +1,113 @@
+package dynamolock
+
+import "time"
+
+// The poll schedule of a waiter with a place in a key's queue (issue 47,
+// docs/ENGINE.md "Polling by rank"). DynamoDB has no push a fleet can use,
+// so a waiter in another process learns of a release only by reading the
+// item. Polling every waiter fast would cost a read per waiter per poll;
+// polling each once a refresh period bounds a hand-over by that period.
+// Instead the queue ranks the waiters, and only the head polls fast:
+//
+//   - the head (first live entry) polls at a quarter of the hold's age as
+//     it has seen it, between headFloor and headCap (2/25 of the
+//     refresh period when that is longer, and never slower than the
+//     refresh period): a short hold is followed closely, a long one costs
+//     at most one read per headCap at the default refresh period;
+//   - a waiter of rank r ≥ 2 polls at (r-1)/2 of the key's pace (the
+//     longer of the hold's age and the mean time per acquisition the
+//     fencing tokens show), between (r-1)·headFloor and r refresh periods:
+//     it comes back at about half the time it needs to reach the head, so
+//     it knows it is the head before its turn, and a long queue under a
+//     long hold costs about H(N-1)/refresh reads per second beside the
+//     head's;
+//   - a waiter without a place (a full queue) polls once a refresh period,
+//     as before.
+//
+// Every waiter still wakes when its holder could be stale and when its
+// wait ends (decision.due), and renews its entry every third of its lease
+// (keepPlace): a renewal answers as a read does.
+const (
+	headFloor = 5 * time.Millisecond
+	headCap   = 80 * time.Millisecond
+)
+
+// pace is what a waiter has seen of a key's holders: the hold it sees now
+// and since when, and the fencing tokens over time (one per acquisition).
+type pace struct {
+	owner   string // the holder seen: its owner and fencing token ("", 0: free)
+	token   uint64
+	since   time.Time // when this call first saw that holder (or the key free)
+	firstAt time.Time // the first token seen, and when
+	first   uint64
+	lastAt  time.Time // the last token seen, and when
+	last    uint64
+}
+
+// observe records the holder an answer showed (nil: no item).
+func (p *pace) observe(rec *lockRecord, now time.Time) {
+	owner, token := "", uint64(0)
+	if rec != nil && !rec.released {
+		owner, token = rec.owner, rec.fencingToken
+	}
+	if owner != p.owner || token != p.token || p.since.IsZero() {
+		p.owner, p.token, p.since = owner, token, now
+	}
+	if rec == nil || rec.fencingToken == 0 {
+		return
+	}
+	if p.first == 0 || rec.fencingToken < p.first {
+		p.first, p.firstAt = rec.fencingToken, now
+	}
+	if rec.fencingToken >= p.last {
+		p.last, p.lastAt = rec.fencingToken, now
+	}
+}
+
+// cycle is the mean time per acquisition the tokens show, if two tokens
+// were seen.
+func (p *pace) cycle() (time.Duration, bool) {
+	if p.last <= p.first {
+		return 0, false
+	}
+	return p.lastAt.Sub(p.firstAt) / time.Duration(p.last-p.first), true
+}
+
+// pollEvery is the wait before the next read of a waiter of rank (1: the
+// head) that has seen the current hold for hold, at refresh (the
+// refresh period less its jitter).
+func pollEvery(rank int, hold, cycle time.Duration, cycleKnown bool, refresh time.Duration) time.Duration {
+	// A refresh period longer than the default asks for fewer reads: the
+	// floor and the head's cap grow with it (5 ms and 80 ms at 1 s, 50 ms
+	// and 800 ms at 10 s; 1/200 and 2/25 of it).
+	floor := max(headFloor, refresh/200)
+	if rank <= 1 {
+		return min(max(hold/4, floor), max(headCap, refresh/25*2), max(refresh, floor))
+	}
+	r := time.Duration(rank - 1)
+	// Until two tokens show the queue's pace, the hold seen so far is the
+	// best guess of what is left of it, and the queue may not move at all:
+	// come back at the time the guess puts this waiter at the head, a read
+	// that shows the pace if it moves. With the pace known, at half that
+	// time, so as to be the head's reader before the turn comes.
+	wait := satMul(r, hold)
+	if cycleKnown {
+		wait = satMul(r, max(hold, cycle)) / 2
+	}
+	lo, hi := satMul(r, floor), satMul(time.Duration(rank), refresh)
+	if rank == 2 {
+		hi = refresh * 3 / 4 // the next head: it learns of its turn within most of a refresh period
+	}
+	return max(min(wait, hi), min(lo, hi))
+}
+
+// satMul is n×d, saturated at the largest duration.
+func satMul(n, d time.Duration) time.Duration {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	if d > forever/n {
+		return forever
+	}
+	return n * d
+}
