@@ -297,6 +297,12 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 				}
 				continue
 			}
+			if w.next.renew {
+				// Its place is due for renewal before any read: the
+				// renewal's answer shows the item.
+				w.next = decision{step: stepJoin}
+				continue
+			}
 			item, err := a.read(ctx, w)
 			if err := a.learn(ctx, w, item, err); err != nil {
 				return nil, err

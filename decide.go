@@ -55,6 +55,14 @@ type decision struct {
 	// a waiter with a place in the queue polls on its rank's schedule
 	// instead (pace.go), but never past due. Zero: at stands.
 	due time.Time
+	// end is when the wait ends (with due): a waiter behind the head of
+	// its queue wakes for that, not for the holder's staleness, which the
+	// head watches (pace.go).
+	end time.Time
+	// renew: at is when this waiter's place is to be renewed, before any
+	// read is due: the renewal goes without a read first (its answer shows
+	// the item).
+	renew bool
 }
 
 // decideInput is everything the decision looks at.
@@ -153,7 +161,7 @@ func decide(in decideInput) decision {
 	// become stale or the wait ends.
 	at := in.now.Add(in.o.refreshPeriod - in.jitter)
 	due := earliest(staleAt, in.deadline)
-	return decision{step: stepRead, at: earliest(at, due), due: due}
+	return decision{step: stepRead, at: earliest(at, due), due: due, end: in.deadline}
 }
 
 func heldByUs(holder, owner string) string {

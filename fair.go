@@ -278,7 +278,11 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 	}
 	if d.step == stepRead {
 		if mine && !d.due.IsZero() {
-			d.at = earliest(now.Add(a.pollEvery(w, rank, now)), d.due)
+			due := d.due
+			if rank > 1 {
+				due = d.end // the head reads often and watches for a stale holder
+			}
+			d.at = earliest(now.Add(a.pollEvery(w, rank, now)), due)
 		}
 		return f.keepPlace(d, mine, len(ws), v, now)
 	}
@@ -324,7 +328,15 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 // queue (pace.go).
 func (a *acquisition) pollEvery(w *watch, rank int, now time.Time) time.Duration {
 	cycle, known := w.pace.cycle()
-	return pollEvery(rank, now.Sub(w.pace.since), cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
+	hold := now.Sub(w.pace.since)
+	if w.pace.free() && rank > 1 {
+		// The key is free and a waiter before this one is to take it: a
+		// head that is late, not a long hold. Time spent so says nothing
+		// of the pace; waiting longer for it would only make every waiter
+		// behind a late head later still.
+		hold = 0
+	}
+	return pollEvery(rank, hold, cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
 }
 
 // keepPlace makes a waiting decision keep this waiter's entry in the queue:
@@ -338,7 +350,9 @@ func (f *fairState) keepPlace(d decision, mine bool, queued int, v *view, now ti
 	if !mine || !now.Before(renewAt) {
 		return decision{step: stepJoin}
 	}
-	d.at = earliest(d.at, renewAt)
+	if renewAt.Before(d.at) {
+		d.at, d.renew = renewAt, true
+	}
 	return d
 }
 

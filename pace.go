@@ -64,6 +64,10 @@ func (p *pace) observe(rec *lockRecord, now time.Time) {
 	}
 }
 
+// free reports whether the last answer showed the key free (no item, or
+// released).
+func (p *pace) free() bool { return p.owner == "" && p.token == 0 }
+
 // cycle is the mean time per acquisition the tokens show, if two tokens
 // were seen.
 func (p *pace) cycle() (time.Duration, bool) {

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -17,7 +18,7 @@ import (
 
 // Issue 47: waiters in other processes (clients that share nothing but
 // the table) poll by their rank in the key's queue, so that a release is
-// taken within one poll of the head (at most 70 ms after a long hold), and
+// taken within one poll of the head (at most 80 ms after a long hold), and
 // the key costs at most 20 reads per second while its holder keeps it,
 // whatever the number of waiters. In virtual time on the in-memory
 // DynamoDB, each connection 1 ms away: the figures are exact, not timed.
@@ -25,22 +26,25 @@ import (
 // Before issue 47 each waiter polled once a refresh period (1 s), so the
 // hand-over took up to 1 s and the bound on it below failed.
 func TestWaitersInOtherProcessesPollByRank(t *testing.T) {
-	for _, fair := range []bool{false, true} {
-		for _, n := range []int{1, 8, 32} {
-			t.Run(fmt.Sprintf("fair=%t/waiters=%d", fair, n), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { pollByRank(t, fair, n) })
-			})
+	for _, lease := range []time.Duration{dynamolock.DefaultLeaseDuration, 3 * time.Second} {
+		for _, fair := range []bool{false, true} {
+			for _, n := range []int{1, 8, 32} {
+				t.Run(fmt.Sprintf("lease=%s/fair=%t/waiters=%d", lease, fair, n), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) { pollByRank(t, lease, fair, n) })
+				})
+			}
 		}
 	}
 }
 
-func pollByRank(t *testing.T, fair bool, n int) {
+func pollByRank(t *testing.T, lease time.Duration, fair bool, n int) {
 	ctx := context.Background()
 	db := dynamolocktest.New()
 	newClient := func(name string) (*dynamolock.Client, *dynamolocktest.Conn) {
 		conn := db.Conn()
 		conn.Delay(time.Millisecond)
-		c, err := dynamolock.New(conn, "locks", dynamolock.WithOwnerName(name))
+		c, err := dynamolock.New(conn, "locks", dynamolock.WithOwnerName(name), dynamolock.WithLeaseDuration(lease),
+			dynamolock.WithHeartbeatPeriod(lease/4))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, c.Close()) })
 		return c, conn
@@ -98,7 +102,7 @@ func pollByRank(t *testing.T, fair bool, n int) {
 		}
 		t.Logf("reads by waiter, in arrival order, since they came: %v", each)
 	}
-	t.Logf("%d waiters, fair %t: %.1f reads/s while the holder kept the key for 10 s", n, fair, perSec)
+	t.Logf("lease %s, %d waiters, fair %t: %.1f reads/s while the holder kept the key for 10 s", lease, n, fair, perSec)
 	require.LessOrEqual(t, perSec, 20.0, "reads per second of the key's waiters while its holder keeps it")
 
 	close(release)
@@ -115,17 +119,180 @@ func pollByRank(t *testing.T, fair bool, n int) {
 			require.Equal(t, k, g.i, "fair waiters take the key in the order they came")
 		}
 		// The first comes after a 12 s hold: at most one poll of the head
-		// (70 ms) and a few round trips. The next head learns of its turn
-		// within half a refresh period; the others, each at its next read
+		// (80 ms) and a few round trips. The next head learns of its turn
+		// within 3/4 of a refresh period; the others, each at its next read
 		// (a rank r at most r refresh periods after the long hold began).
 		switch k {
 		case 0:
 			require.LessOrEqual(t, d, 80*time.Millisecond, "hand-over %d (%v)", k, handovers)
 		case 1:
-			require.LessOrEqual(t, d, 10*time.Millisecond+500*time.Millisecond+10*time.Millisecond, "hand-over %d (%v)", k, handovers)
+			require.LessOrEqual(t, d, 10*time.Millisecond+750*time.Millisecond+20*time.Millisecond, "hand-over %d (%v)", k, handovers)
 		}
 		prev = g.at
 	}
 	t.Logf("hand-overs: %v", handovers)
 	wg.Wait()
+}
+
+// A plain waiter that a release in its own process wakes writes at once,
+// without reading first: its place in the queue must go with that write,
+// or the others would count a holder's stale entry as their head for a
+// lease (and poll as its followers, slowly).
+func TestWokenPlainWaiterTakesItsPlaceWithIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := dynamolocktest.New()
+		c, err := dynamolock.New(db.Conn(), "locks", dynamolock.WithOwnerName("c"))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, c.Close()) }()
+		_, err = c.CreateTableWithContext(ctx, "locks")
+		require.NoError(t, err)
+		held, err := c.AcquireLockWithContext(ctx, "k")
+		require.NoError(t, err)
+		got := make(chan *dynamolock.Lock)
+		go func() {
+			l, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+			assert.NoError(t, err)
+			got <- l
+		}()
+		queue := func() int {
+			for _, it := range db.Items("locks") {
+				if k, ok := it["key"].(*types.AttributeValueMemberS); ok && k.Value == "k" {
+					if q, ok := it["fairQueue"].(*types.AttributeValueMemberM); ok {
+						return len(q.Value)
+					}
+				}
+			}
+			return 0
+		}
+		// The waiter gives the same-process hand-over one refresh period,
+		// then polls as any waiter: it takes a place.
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		require.Equal(t, 1, queue(), "the waiter's place")
+		_, err = c.ReleaseLockWithContext(ctx, held)
+		require.NoError(t, err)
+		l := <-got
+		require.NotNil(t, l)
+		require.Equal(t, 0, queue(), "the woken waiter's write took its place with it")
+		_, err = c.ReleaseLockWithContext(ctx, l)
+		require.NoError(t, err)
+	})
+}
+
+// A plain waiter's place is unordered: a fair waiter behind it does not
+// wait for it. Here the plain waiter's host goes silent (its entry stays
+// live for its lease, 20 s); the fair waiter takes the released key at
+// its next poll as the fair queue's first, not 20 s later.
+func TestFairWaitersDoNotWaitForPlainOnes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := dynamolocktest.New()
+		newClient := func(name string) (*dynamolock.Client, *dynamolocktest.Conn) {
+			conn := db.Conn()
+			c, err := dynamolock.New(conn, "locks", dynamolock.WithOwnerName(name))
+			require.NoError(t, err)
+			return c, conn
+		}
+		holder, _ := newClient("holder")
+		defer holder.Close()
+		_, err := holder.CreateTableWithContext(ctx, "locks")
+		require.NoError(t, err)
+		held, err := holder.AcquireLockWithContext(ctx, "k")
+		require.NoError(t, err)
+		plain, plainConn := newClient("plain")
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		plainDone := make(chan struct{})
+		go func() {
+			defer close(plainDone)
+			_, err := plain.AcquireLockWithContext(pctx, "k", dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+			assert.Error(t, err)
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		plainConn.Stall() // its place stays, live for its lease
+		fair, _ := newClient("fair")
+		defer fair.Close()
+		got := make(chan time.Time, 1)
+		go func() {
+			l, err := fair.AcquireLockWithContext(ctx, "k", dynamolock.WithFairness(), dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+			assert.NoError(t, err)
+			got <- time.Now()
+			if err == nil {
+				_, _ = fair.ReleaseLockWithContext(ctx, l)
+			}
+		}()
+		time.Sleep(time.Second)
+		released := time.Now()
+		_, err = holder.ReleaseLockWithContext(ctx, held)
+		require.NoError(t, err)
+		at := <-got
+		require.Less(t, at.Sub(released), 2*time.Second, "the fair waiter waited for the plain waiter's place")
+		cancel()
+		plainConn.Heal()
+		<-plainDone
+		require.NoError(t, plain.Close())
+	})
+}
+
+// Fair mode under contention, in virtual time, each connection 1 ms away:
+// N clients loop acquire, hold 10 ms, release, acquire again at once.
+// The head of the queue, not a poll, sets the pace: at least 25
+// acquisitions a second (a cycle is the hold, the release, the head's
+// read and its write: about 16 ms at best), in order, nobody starved.
+// Before issue 47 the fair queue moved once a refresh period (2-2.5
+// acquisitions a second at any N).
+func TestFairContentionInVirtualTime(t *testing.T) {
+	for _, n := range []int{2, 8, 32} {
+		t.Run(fmt.Sprintf("contenders=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { fairContention(t, n) })
+		})
+	}
+}
+
+func fairContention(t *testing.T, n int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	db := dynamolocktest.New()
+	var wg sync.WaitGroup
+	counts := make([]int, n)
+	var mu sync.Mutex
+	for i := range n {
+		conn := db.Conn()
+		conn.Delay(time.Millisecond)
+		c, err := dynamolock.New(conn, "locks", dynamolock.WithOwnerName(fmt.Sprintf("c%02d", i)),
+			dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
+		require.NoError(t, err)
+		defer c.Close()
+		if i == 0 {
+			_, err = c.CreateTableWithContext(ctx, "locks")
+			require.NoError(t, err)
+		}
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithFairness(), dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+				if err != nil {
+					assert.ErrorIs(t, err, context.Canceled)
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+				_, err = c.ReleaseLockWithContext(context.WithoutCancel(ctx), l)
+				assert.NoError(t, err)
+				mu.Lock()
+				counts[i]++
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(10 * time.Second)
+	cancel()
+	wg.Wait()
+	total, minC := 0, counts[0]
+	for _, k := range counts {
+		total += k
+		minC = min(minC, k)
+	}
+	t.Logf("%d contenders: %.1f acquisitions/s, per contender %v", n, float64(total)/10, counts)
+	require.GreaterOrEqual(t, float64(total)/10, 25.0, "acquisitions per second")
+	require.GreaterOrEqual(t, minC, total/n/2, "nobody starved")
 }

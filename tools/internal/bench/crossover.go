@@ -260,7 +260,7 @@ func (x *crossover) budget(ctx context.Context, key string, m ContentionMode, n 
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	time.Sleep(2 * time.Second) // every waiter has its place and has read a few times
 	for _, w := range ws {
 		w.cnt.Take()
 	}
