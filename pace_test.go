@@ -296,3 +296,89 @@ func fairContention(t *testing.T, n int) {
 	require.GreaterOrEqual(t, float64(total)/10, 25.0, "acquisitions per second")
 	require.GreaterOrEqual(t, minC, total/n/2, "nobody starved")
 }
+
+// A read/write lock's waiting writers (and readers behind a writer) in
+// other processes poll by rank too: readers hold the key for 10 s while 1
+// or 8 writers wait; the key costs at most 20 reads per second, and the
+// first writer takes it within one poll of the head after the last reader
+// leaves. Before, each polled once a refresh period: the hand-over took up
+// to 1 s and the bound below failed.
+func TestRWLockWaitersPollByRank(t *testing.T) {
+	for _, n := range []int{1, 8} {
+		t.Run(fmt.Sprintf("writers=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { rwPollByRank(t, n) })
+		})
+	}
+}
+
+func rwPollByRank(t *testing.T, n int) {
+	ctx := context.Background()
+	db := dynamolocktest.New()
+	newRW := func(name string) (*dynamolock.RWLock, *dynamolocktest.Conn) {
+		conn := db.Conn()
+		conn.Delay(time.Millisecond)
+		c, err := dynamolock.New(conn, "locks", dynamolock.WithOwnerName(name), dynamolock.WithLeaseDuration(3*time.Second),
+			dynamolock.WithHeartbeatPeriod(time.Second))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, c.Close()) })
+		if name == "reader" {
+			_, err := c.CreateTableWithContext(ctx, "locks")
+			require.NoError(t, err)
+		}
+		rw, err := c.NewRWLock("k")
+		require.NoError(t, err)
+		return rw, conn
+	}
+	readers, _ := newRW("reader")
+	r1, err := readers.RLock(ctx)
+	require.NoError(t, err)
+	r2, err := readers.RLock(ctx)
+	require.NoError(t, err)
+
+	type got struct {
+		i  int
+		at time.Time
+	}
+	results := make(chan got, n)
+	conns := make([]*dynamolocktest.Conn, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		rw, conn := newRW(fmt.Sprintf("writer-%02d", i))
+		conns[i] = conn
+		wg.Go(func() {
+			l, err := rw.Lock(ctx, dynamolock.WithAdditionalTimeToWaitForLock(5*time.Minute))
+			results <- got{i, time.Now()}
+			if !assert.NoError(t, err) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			assert.NoError(t, rw.Unlock(ctx, l))
+		})
+		time.Sleep(10 * time.Millisecond)
+	}
+	reads := func() int {
+		r := 0
+		for _, c := range conns {
+			r += c.Calls()["GetItem"]
+		}
+		return r
+	}
+	time.Sleep(2 * time.Second) // every writer has its place
+	before := reads()
+	time.Sleep(10 * time.Second)
+	perSec := float64(reads()-before) / 10
+	t.Logf("%d writers waiting on readers: %.1f reads/s while the readers kept the key for 10 s", n, perSec)
+	require.LessOrEqual(t, perSec, 20.0, "reads per second of the key's waiting writers while readers keep it")
+
+	require.NoError(t, readers.RUnlock(ctx, r1))
+	released := time.Now()
+	require.NoError(t, readers.RUnlock(ctx, r2))
+	g := <-results
+	d := g.at.Sub(released)
+	t.Logf("first writer in %s after the last reader left", d)
+	require.LessOrEqual(t, d, 80*time.Millisecond, "the head writer takes the key within one poll of the head")
+	for range n - 1 {
+		<-results
+	}
+	wg.Wait()
+}

@@ -175,6 +175,11 @@ type rwInput struct {
 	failFast  bool               // FailIfLocked
 	refresh   time.Duration      // the poll period, jitter already taken off
 	maxReader int
+	// poll, when set, is the wait before the next read of a waiter of
+	// rank in the queue (1: the first live entry; pace.go): a waiter with
+	// a place polls by its rank, as a fair lock's does, not once a
+	// refresh period.
+	poll func(rank int) time.Duration
 }
 
 // rwDecide is a read/write acquisition's decision, the engine's decide for
@@ -211,9 +216,10 @@ func rwDecide(in rwInput) decision {
 	}
 	p := v.rw
 	wake := in.now.Add(in.refresh)
+	soon := in.now.Add(forever)     // the first death of an entry or holder seen
 	soonest := func(at time.Time) { // an entry that may die before the next poll
 		if at.After(in.now) {
-			wake = earliest(wake, at)
+			wake, soon = earliest(wake, at), earliest(soon, at)
 		}
 	}
 
@@ -274,7 +280,7 @@ func rwDecide(in rwInput) decision {
 	if !mine {
 		ticket = 0
 	}
-	writerBefore, readersBefore, anyBefore := false, 0, false
+	writerBefore, readersBefore, anyBefore, before := false, 0, false, 0
 	for _, w := range p.queue {
 		if w.id == in.id {
 			g.removeQueue = append(g.removeQueue, w.id)
@@ -294,6 +300,7 @@ func rwDecide(in rwInput) decision {
 		}
 		soonest(w.seen.Add(w.lease))
 		anyBefore = true
+		before++
 		if w.writer {
 			writerBefore = true
 		} else {
@@ -302,6 +309,7 @@ func rwDecide(in rwInput) decision {
 	}
 
 	var blocked error
+	renew := false
 	switch {
 	case writerLive:
 		blocked = &LockHeldError{Key: in.name, Owner: writer.owner, LeaseDuration: writer.lease}
@@ -335,12 +343,20 @@ func rwDecide(in rwInput) decision {
 	case !mine || !in.now.Before(in.renewAt):
 		return decision{step: stepJoin}
 	default:
-		wake = earliest(wake, in.renewAt)
+		if in.poll != nil {
+			// Polled by rank: the entries' deaths still wake it (soon).
+			wake = earliest(soon, in.now.Add(in.poll(before+1)))
+		}
+		if in.renewAt.Before(wake) {
+			// The renewal of its place comes first: it goes without a
+			// read, its answer shows the item.
+			wake, renew = in.renewAt, true
+		}
 	}
-	if !in.deadline.IsZero() {
-		wake = earliest(wake, in.deadline)
+	if !in.deadline.IsZero() && in.deadline.Before(wake) {
+		wake, renew = in.deadline, false
 	}
-	return decision{step: stepRead, at: wake}
+	return decision{step: stepRead, at: wake, renew: renew}
 }
 
 // rwOwnGrant recognises an item that carries a granting write of this call
