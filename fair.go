@@ -279,8 +279,14 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 	if d.step == stepRead {
 		if mine && !d.due.IsZero() {
 			due := d.due
-			if rank > 1 {
-				due = d.end // the head reads often and watches for a stale holder
+			if rank > 1 && f.ordered {
+				// The head reads often and watches for a stale holder,
+				// which no fair waiter behind it may take first. A plain
+				// waiter is held up by no place before its own: it
+				// watches for a stale holder itself (one read when the
+				// holder's lease runs out since it saw it; a live holder's
+				// renewals, which its reads see, keep moving that).
+				due = d.end
 			}
 			d.at = earliest(now.Add(a.pollEvery(w, rank, now)), due)
 		}

@@ -307,11 +307,13 @@ func TestFairQueueClearedByForeignWriter(t *testing.T) {
 	}
 	// The Java client takes the lock over (as if the holder were dead) with
 	// a PutItem: the queue is gone; it never renews, so its lease of one
-	// second runs out.
-	h.Close() // stop our holder's heartbeats first
+	// second runs out. Our holder is closed only after that (its release
+	// finds the item taken): a release first would let B, the head,
+	// take the free lock before the PutItem replaced B's hold.
 	putRaw(t, db, table, map[string]types.AttributeValue{
 		"key": s("k"), "ownerName": s("java"), "leaseDuration": s("1000"), "recordVersionNumber": s("java-rvn"),
 	})
+	_ = h.Close() // stops its heartbeats; the item is not its own any more
 	waitFor(t, 10*time.Second, "the waiters back in the queue", func() bool { return queueLen(t, db, table, "k") == 2 })
 	wg.Wait()
 	assert.Equal(t, []string{"B", "C"}, got.get())

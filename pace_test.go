@@ -382,3 +382,70 @@ func rwPollByRank(t *testing.T, n int) {
 	}
 	wg.Wait()
 }
+
+// A plain waiter is not held up by the fair waiters before it in the
+// key's queue, so it watches for a dead holder itself: it takes the key
+// when the holder's lease has run out since it first saw the item, as it
+// did before polling by rank, not at its rank's next poll. Here the holder
+// (lease 1 s) is dead before the plain waiter starts, behind eight fair
+// waiters whose hosts went silent (their places stay live for their
+// leases, 30 s). The simulation's liveness check found it (seed 46300932:
+// a plain waiter behind three dead fair entries took a dead holder's key
+// 170 ms past its lease plus a refresh period).
+func TestPlainWaiterBehindFairPlacesTakesADeadHolderInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		db := dynamolocktest.New()
+		var conns []*dynamolocktest.Conn
+		newClient := func(name string, lease time.Duration) *dynamolock.Client {
+			conn := db.Conn()
+			conn.Delay(time.Millisecond)
+			conns = append(conns, conn)
+			c, err := dynamolock.New(conn, "locks", dynamolock.WithOwnerName(name),
+				dynamolock.WithLeaseDuration(lease), dynamolock.WithHeartbeatPeriod(lease/4))
+			require.NoError(t, err)
+			return c
+		}
+		holder := newClient("holder", time.Second)
+		_, err := holder.CreateTableWithContext(ctx, "locks")
+		require.NoError(t, err)
+		_, err = holder.AcquireLockWithContext(ctx, "k")
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var fair []*dynamolock.Client
+		for i := range 8 {
+			c := newClient(fmt.Sprintf("fair%d", i), 30*time.Second)
+			fair = append(fair, c)
+			wg.Go(func() {
+				_, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithFairness(), dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+				assert.Error(t, err) // ended by cancel below
+			})
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for _, conn := range conns {
+			conn.Stall() // the holder dies; the fair waiters' places stay live
+		}
+		time.Sleep(2 * time.Second) // past the holder's lease: dead when the plain waiter first reads
+		plain := newClient("plain", 20*time.Second)
+		const refresh = 100 * time.Millisecond
+		start := time.Now()
+		l, err := plain.AcquireLockWithContext(ctx, "k", dynamolock.WithRefreshPeriod(refresh), dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+		require.NoError(t, err)
+		took := time.Since(start)
+		t.Logf("the plain waiter took the dead holder's key %s after its first read (lease 1s, refresh %s)", took, refresh)
+		assert.LessOrEqual(t, took, time.Second+refresh, "a plain waiter took a dead holder's key later than its lease plus a refresh period after it first saw it")
+		_, err = plain.ReleaseLockWithContext(ctx, l)
+		require.NoError(t, err)
+		cancel()
+		for _, conn := range conns {
+			conn.Heal()
+		}
+		wg.Wait()
+		for _, c := range append(fair, holder, plain) {
+			_ = c.Close()
+		}
+	})
+}
