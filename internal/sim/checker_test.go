@@ -118,6 +118,10 @@ func (w *world) hook(e ddbmodel.Event) {
 	outcome := "ok"
 	if e.Err != nil {
 		outcome = errName(e.Err)
+		var tce *types.TransactionConflictException
+		if errors.As(e.Err, &tce) {
+			w.conflictAt[caller] = time.Now() // invariant 20: not a steady backend
+		}
 	}
 	var desc []string
 	for _, ch := range e.Changes {
@@ -167,7 +171,8 @@ func (w *world) hook(e ddbmodel.Event) {
 		}
 		b, a := ch.Before, ch.After
 		w.recordData(ch.Key, a)
-		if caller == "foreign" {
+		w.adversaryHook(caller, ch)
+		if caller == "foreign" || caller == v2Caller {
 			if w.foreignSeq == nil {
 				w.foreignSeq = map[string]uint64{}
 			}
@@ -277,6 +282,7 @@ func (w *world) checkLocked(where string) {
 				}
 			}
 			if closed(l.Done()) {
+				w.checkSteadyLoss(tr, err)
 				w.tracef("%s's lock on %s (token %d) ended: %v", tr.owner, tr.pk, tr.token, err)
 				delete(w.tracked, l)
 			}
@@ -284,7 +290,14 @@ func (w *world) checkLocked(where string) {
 		}
 		// A lock whose release (or its client's Close) is in flight was
 		// given up by its holder: only the answer is missing.
-		if w.releasing[l] > 0 || w.closing[tr.owner] {
+		if w.releasing[l] > 0 || tr.client.closed {
+			continue
+		}
+		// A lock another client took from under its holder without a
+		// stale lease (a forced release of a view, a same-owner reentrant
+		// adoption: adversaries_test.go) is no longer the holder's; it
+		// learns at its next renewal.
+		if w.superseded(tr) {
 			continue
 		}
 		if tr.reader {

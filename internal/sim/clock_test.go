@@ -495,7 +495,7 @@ func (w *world) unfencedWrite(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 			UpdateExpression:         aws.String("SET #t = :t, #w = :w"),
 			ExpressionAttributeNames: map[string]string{"#t": "token", "#w": "writer"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":t": &types.AttributeValueMemberN{Value: fmt.Sprint(l.FencingToken())}, ":w": s(cl.name),
+				":t": &types.AttributeValueMemberN{Value: fmt.Sprint(l.FencingToken())}, ":w": s(cl.ownerName()),
 			},
 		}},
 	}

@@ -73,7 +73,7 @@ func (w *world) checkGuarded(e ddbmodel.Event) {
 		if table != w.lockTable || i >= len(tce.CancellationReasons) || aws.ToString(tce.CancellationReasons[i].Code) != "ConditionalCheckFailed" {
 			continue
 		}
-		if l.Err() != nil || l.IsExpired() || w.releasing[l] > 0 || w.closing[tr.owner] {
+		if l.Err() != nil || l.IsExpired() || w.releasing[l] > 0 || tr.client.closed || w.superseded(tr) {
 			return // the holder no longer believes it holds the lock
 		}
 		it := w.current[tr.key]
