@@ -254,7 +254,7 @@ func (r *FailoverResult) Markdown(cmd string) string {
 		b.w("**Except in at least one trial: the holder still believed it held the lock when the contender got it — a safety bug.**")
 	}
 	b.w("")
-	b.w("Clean handoff: the holder releases while a contender polls; time from the start of the release call to the contender holding the lock:")
+	b.w("Clean handoff: the holder releases while a contender in another client waits (the head of the key's queue, polling by rank); time from the start of the release call to the contender holding the lock:")
 	b.w("")
 	b.w("| refresh period | trials | p50 | p95 | max | p50 ÷ refresh |")
 	b.w("|---|---|---|---|---|---|")
@@ -316,7 +316,7 @@ func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
 		}
 	}
 	if len(tight)+len(paused) > 0 {
-		b.w("Reading (default mode): the lock keeps no queue, so it is not fair. A waiter in another process notices a release only at its next poll, so hand-over on one key is bounded by the refresh period, not by DynamoDB (§6: one key could take ~500 acquire + release cycles per second).")
+		b.w("Reading (default mode): the lock keeps no queue, so it is not fair. A waiter in another process notices a release at its next poll; the head of the key's queue polls about every 80 ms whatever the refresh period (docs/ENGINE.md, polling by rank), so hand-over across processes is tens of milliseconds (§4c), and within a process a release wakes the longest waiter at once (§6: one key could take ~500 acquire + release cycles per second).")
 	}
 	if len(tight) > 0 {
 		share := 0.0
