@@ -208,7 +208,15 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
-	prev := c.here.add(l)
+	prev, replaced := c.here.add(l)
+	if !replaced {
+		c.mu.RUnlock()
+		// prev's write came after l's: l was taken before it was even
+		// returned (see here.add). The caller sees it lost.
+		_ = l.lose(ErrLockTakenOver, fmt.Errorf("dynamolock: lock of key %q (fencing token %d) was taken by another acquisition with this owner name before it was returned; this client holds the key with fencing token %d",
+			l.partitionKey, l.FencingToken(), prev.FencingToken()))
+		return nil
+	}
 	c.sched.notify(l)
 	c.mu.RUnlock()
 	if s := l.heldBy(); s != nil && !s.add(l) {

@@ -155,15 +155,25 @@ func (h *here) all() []*Lock {
 	return locks
 }
 
-// add registers l (rule 1) and returns the lock of its key it replaced, if
-// any.
-func (h *here) add(l *Lock) (prev *Lock) {
+// add registers l (rule 1) and returns the lock of its key registered
+// before, if any, and whether l replaced it. It does not when that lock's
+// acquiring write came after l's (a higher fencing token: every acquiring
+// write of an item raises it): l's answer, or a multi-key call's reads
+// after its transaction, came late, and meanwhile another acquisition with
+// this owner name adopted the item l's write made, and one of this
+// client's took it from that one. l is then the lock superseded, not prev
+// (the simulation's invariant 2, seed 46400421).
+func (h *here) add(l *Lock) (prev *Lock, replaced bool) {
+	token := l.FencingToken()
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	k := l.regKey()
 	prev = h.locks[k]
+	if prev != nil && prev != l && token != 0 && prev.FencingToken() > token {
+		return prev, false
+	}
 	h.locks[k] = l
-	h.mu.Unlock()
-	return prev
+	return prev, true
 }
 
 // end takes l out of the registry (unless another lock of its key replaced
