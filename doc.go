@@ -248,7 +248,7 @@
 // Acquiring a free or released lock: one UpdateItem. Waiting for a held
 // lock: one UpdateItem to take a place in the key's queue (renewed every
 // third of the lease) and consistent GetItems by rank in it (the head's
-// about every 80 ms; see [WithRefreshPeriod]). A heartbeat: one
+// up to 18 a second; see [WithRefreshPeriod]). A heartbeat: one
 // UpdateItem per lock per heartbeat period. A release: one UpdateItem (or
 // DeleteItem). Reading a lock not held by this client: one GetItem. Once
 // per client, before its first write: one DescribeTable (the global-table

@@ -254,7 +254,7 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 	var dead []string
 	nextDeath := now.Add(maxWaiterLease) // when the first live waiter before us could count as gone
 	blocked := false
-	rank := 1
+	rank, live := 1, 1 // live: the live entries, this waiter's among them
 	for _, w := range ws {
 		if w.id == f.id {
 			continue
@@ -267,6 +267,7 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 			}
 			continue
 		}
+		live++
 		if f.ticket == 0 || w.before(f.ticket, f.id) {
 			rank++
 		}
@@ -288,7 +289,7 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 				// renewals, which its reads see, keep moving that).
 				due = d.end
 			}
-			d.at = earliest(now.Add(a.pollEvery(w, rank, now)), due)
+			d.at = earliest(now.Add(a.pollEvery(w, rank, live, now)), due)
 		}
 		return f.keepPlace(d, mine, len(ws), v, now)
 	}
@@ -321,7 +322,7 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 	}
 	poll := a.o.refreshPeriod - randomUpTo(a.o.refreshJitter)
 	if mine {
-		poll = a.pollEvery(w, rank, now)
+		poll = a.pollEvery(w, rank, live, now)
 	}
 	wake := earliest(now.Add(poll), nextDeath)
 	if now.Before(deadline) {
@@ -331,8 +332,8 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 }
 
 // pollEvery is the wait before w's next read for a waiter of rank in its
-// queue (pace.go).
-func (a *acquisition) pollEvery(w *watch, rank int, now time.Time) time.Duration {
+// queue of live entries (pace.go).
+func (a *acquisition) pollEvery(w *watch, rank, live int, now time.Time) time.Duration {
 	cycle, known := w.pace.cycle()
 	hold := now.Sub(w.pace.since)
 	if w.pace.free() && rank > 1 {
@@ -342,7 +343,7 @@ func (a *acquisition) pollEvery(w *watch, rank int, now time.Time) time.Duration
 		// behind a late head later still.
 		hold = 0
 	}
-	return pollEvery(rank, hold, cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
+	return pollEvery(rank, live, hold, cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
 }
 
 // keepPlace makes a waiting decision keep this waiter's entry in the queue:

@@ -471,10 +471,10 @@ func TestSameOwnerElsewherePolledAtTheRefreshPeriod(t *testing.T) {
 	<-churned
 	reads := wdb.Hits(slowGet)
 	t.Logf("%d reads in 3 s at a 1 s refresh period", reads)
-	// The waiter is its key's queue's head: it reads at most every 80 ms
-	// once the hold it sees is 320 ms old (issue 47), and the churn of
-	// this client's other locks adds no read.
-	assert.LessOrEqual(t, reads, int(3*time.Second/(80*time.Millisecond))+8, "no busy polling")
+	// The waiter is its key's queue's only one: it reads at most 18 times
+	// a second once the hold it sees is 222 ms old (issue 47), and the
+	// churn of this client's other locks adds no read.
+	assert.LessOrEqual(t, reads, int(3*time.Second/(time.Second/18))+8, "no busy polling")
 }
 
 // Found by the simulation (invariant 13, seed 281 of a run with fair

@@ -250,7 +250,7 @@ func TestGoldenRequests(t *testing.T) {
 			})
 			g.settle(250 * time.Millisecond)
 			reader := g.async(t, func() (*dynamolock.Lock, error) {
-				return orw.RLock(ctx, dynamolock.WithRefreshPeriod(100*time.Millisecond))
+				return orw.RLock(ctx, dynamolock.WithRefreshPeriod(130*time.Millisecond))
 			})
 			g.settle(250 * time.Millisecond)
 			require.NoError(t, r.Close())

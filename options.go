@@ -287,11 +287,13 @@ func WithDeleteLockOnRelease() AcquireLockOption {
 // rank in it, so that another process's release is taken within one poll
 // of the queue's head, and the key's reads stay bounded whatever the
 // number of waiters (docs/ENGINE.md, "Polling by rank"): the head polls at
-// a quarter of the hold's age, between d/200 (5 ms at least) and 2d/25 (80
-// ms at least) and never slower than d; a waiter of rank r ≥ 2 comes back
-// at about half the time it needs to reach the head, at most 3d/4 (rank 2)
-// or r×d apart, and renews its place every third of its lease (an answer
-// that shows the item as a read does). A waiter without a place (a full
+// a quarter of the hold's age, between d/200 (5 ms at least) and what the
+// waiters behind it leave of the key's 18 reads per max(d, 1 s) (55.6 ms
+// alone, 70.9 ms ahead of 31 others, at d ≤ 1 s), and never slower than
+// d; a waiter of rank r ≥ 2 comes back at about half the time it needs
+// to reach the head, at most 3d/4 (rank 2) or r×d apart, and renews its
+// place every third of its lease (an answer that shows the item as a read
+// does). A waiter without a place (a full
 // queue, a read/write lock's, a plain semaphore's) polls every d. In every
 // case the wait is shortened (never lengthened) by a random jitter, up to
 // a tenth of d unless [WithRefreshJitter] says otherwise, and a waiter

@@ -10,17 +10,21 @@ import "time"
 // Instead the queue ranks the waiters, and only the head polls fast:
 //
 //   - the head (first live entry) polls at a quarter of the hold's age as
-//     it has seen it, between headFloor and headCap (2/25 of the
-//     refresh period when that is longer, and never slower than the
-//     refresh period): a short hold is followed closely, a long one costs
-//     at most one read per headCap at the default refresh period;
-//   - a waiter of rank r ≥ 2 polls at (r-1)/2 of the key's pace (the
-//     longer of the hold's age and the mean time per acquisition the
-//     fencing tokens show), between (r-1)·headFloor and r refresh periods:
+//     it has seen it, between headFloor and headCap: the read budget of
+//     the key (keyReads per refresh period, a period of 1 s at least),
+//     less what the ranks behind it read at most, spread evenly (55.6 ms
+//     for a lone waiter at the default refresh period, 70.9 ms with 31
+//     behind it, 77.0 ms with 99 or more), and never slower than the refresh
+//     period: a short hold is followed closely, a long one costs the key
+//     at most keyReads reads per refresh period whatever the number of
+//     waiters;
+//   - a waiter of rank r ≥ 2 polls at (r-1)/2 of the hold's age or
+//     (r-1)/4 of the mean time per acquisition the fencing tokens show,
+//     whichever is longer, between (r-1)·headFloor and r refresh periods:
 //     it comes back at about half the time it needs to reach the head, so
 //     it knows it is the head before its turn, and a long queue under a
-//     long hold costs about H(N-1)/refresh reads per second beside the
-//     head's;
+//     long hold costs at most 4/3 + Σ 1/r (r = 3..N) reads per refresh
+//     period beside the head's (othersReads);
 //   - a waiter without a place (a full queue) polls once a refresh period,
 //     as before.
 //
@@ -29,8 +33,32 @@ import "time"
 // (keepPlace): a renewal answers as a read does.
 const (
 	headFloor = 5 * time.Millisecond
-	headCap   = 80 * time.Millisecond
+	// keyReads is what a key's placed waiters read at most together, per
+	// refresh period (1 s at least), while a holder keeps it: 18 a second
+	// at the default period, under issue 47's bound of 20.
+	keyReads = 18
 )
+
+// othersReads[n] is the most the waiters of rank 2 to n of a queue of n
+// read per refresh period under a long hold: 4/3 for rank 2 (every 3/4 of
+// a period), 1/r for a rank r ≥ 3 (every r periods). 5.0 for a full queue.
+var othersReads = func() (o [maxWaiters + 1]float64) {
+	for n := 2; n <= maxWaiters; n++ {
+		o[n] = o[n-1] + 1/float64(n)
+		if n == 2 {
+			o[n] = 4.0 / 3
+		}
+	}
+	return o
+}()
+
+// headCap is the longest wait between two reads of the head of a queue of
+// n live waiters at refresh (the refresh period less its jitter): what
+// the ranks behind it leave of the key's budget, spread evenly.
+func headCap(n int, refresh time.Duration) time.Duration {
+	n = min(max(n, 1), maxWaiters)
+	return time.Duration(float64(max(refresh, time.Second)) / (keyReads - othersReads[n])).Round(time.Microsecond)
+}
 
 // pace is what a waiter has seen of a key's holders: the hold it sees now
 // and since when, and the fencing tokens over time (one per acquisition).
@@ -78,25 +106,31 @@ func (p *pace) cycle() (time.Duration, bool) {
 }
 
 // pollEvery is the wait before the next read of a waiter of rank (1: the
-// head) that has seen the current hold for hold, at refresh (the
-// refresh period less its jitter).
-func pollEvery(rank int, hold, cycle time.Duration, cycleKnown bool, refresh time.Duration) time.Duration {
+// head) in a queue of n live waiters that has seen the current hold for
+// hold, at refresh (the refresh period less its jitter).
+func pollEvery(rank, n int, hold, cycle time.Duration, cycleKnown bool, refresh time.Duration) time.Duration {
 	// A refresh period longer than the default asks for fewer reads: the
-	// floor and the head's cap grow with it (5 ms and 80 ms at 1 s, 50 ms
-	// and 800 ms at 10 s; 1/200 and 2/25 of it).
+	// floor and the head's cap grow with it (5 ms and 55.6 ms for a lone
+	// waiter at 1 s, 50 ms and 556 ms at 10 s).
 	floor := max(headFloor, refresh/200)
 	if rank <= 1 {
-		return min(max(hold/4, floor), max(headCap, refresh/25*2), max(refresh, floor))
+		return min(max(hold/4, floor), headCap(n, refresh), max(refresh, floor))
 	}
 	r := time.Duration(rank - 1)
 	// Until two tokens show the queue's pace, the hold seen so far is the
 	// best guess of what is left of it, and the queue may not move at all:
 	// come back at the time the guess puts this waiter at the head, a read
-	// that shows the pace if it moves. With the pace known, at half that
-	// time, so as to be the head's reader before the turn comes.
+	// that shows the pace if it moves. With the pace known, so as to be
+	// the head's reader before the turn comes: at half the time the hold
+	// puts it at the head, and at a quarter of the time the queue's mean
+	// pace does. That mean comes from the few tokens one call has seen,
+	// and a stall among them (a head that read late) inflates it; at half
+	// the time, a waiter that overestimated woke after its turn, the queue
+	// stalled for it, and the next estimates grew (on DynamoDB Local, 8
+	// fair contenders made 10 acquisitions a second; at a quarter, 40–50).
 	wait := satMul(r, hold)
 	if cycleKnown {
-		wait = satMul(r, max(hold, cycle)) / 2
+		wait = max(satMul(r, hold)/2, satMul(r, cycle)/4)
 	}
 	lo, hi := satMul(r, floor), satMul(time.Duration(rank), refresh)
 	if rank == 2 {

@@ -176,10 +176,10 @@ type rwInput struct {
 	refresh   time.Duration      // the poll period, jitter already taken off
 	maxReader int
 	// poll, when set, is the wait before the next read of a waiter of
-	// rank in the queue (1: the first live entry; pace.go): a waiter with
-	// a place polls by its rank, as a fair lock's does, not once a
-	// refresh period.
-	poll func(rank int) time.Duration
+	// rank in the queue of n live entries (1: the first live entry;
+	// pace.go): a waiter with a place polls by its rank, as a fair lock's
+	// does, not once a refresh period.
+	poll func(rank, n int) time.Duration
 }
 
 // rwDecide is a read/write acquisition's decision, the engine's decide for
@@ -280,7 +280,7 @@ func rwDecide(in rwInput) decision {
 	if !mine {
 		ticket = 0
 	}
-	writerBefore, readersBefore, anyBefore, before := false, 0, false, 0
+	writerBefore, readersBefore, anyBefore, before, live := false, 0, false, 0, 1
 	for _, w := range p.queue {
 		if w.id == in.id {
 			g.removeQueue = append(g.removeQueue, w.id)
@@ -295,6 +295,7 @@ func rwDecide(in rwInput) decision {
 			}
 			continue
 		}
+		live++
 		if ticket != 0 && !w.before(ticket, in.id) {
 			continue // behind this waiter
 		}
@@ -345,7 +346,7 @@ func rwDecide(in rwInput) decision {
 	default:
 		if in.poll != nil {
 			// Polled by rank: the entries' deaths still wake it (soon).
-			wake = earliest(soon, in.now.Add(in.poll(before+1)))
+			wake = earliest(soon, in.now.Add(in.poll(before+1, live)))
 		}
 		if in.renewAt.Before(wake) {
 			// The renewal of its place comes first: it goes without a

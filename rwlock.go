@@ -239,13 +239,13 @@ func (k *rwHolder) decideAt(a *acquisition, w *watch, now time.Time) decision {
 	return rwDecide(rwInput{view: &w.v, now: now, start: a.start, name: w.key, writer: k.writer,
 		owner: a.c.cfg.ownerName, id: k.id, ticket: k.ticket, renewAt: k.beatAt.Add(k.lease / 3), attempts: a.attempts,
 		deadline: deadline, failFast: a.o.failIfLocked, refresh: a.o.refreshPeriod - randomUpTo(a.o.refreshJitter),
-		maxReader: MaxReaders, poll: func(rank int) time.Duration {
+		maxReader: MaxReaders, poll: func(rank, n int) time.Duration {
 			// The hold is how long the key has been in the state this call
 			// saw last (a writer, or readers: the writer's slot released),
 			// without fair.go's free-key shortcut: readers hold a key whose
 			// slot is released.
 			cycle, known := w.pace.cycle()
-			return pollEvery(rank, now.Sub(w.pace.since), cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
+			return pollEvery(rank, n, now.Sub(w.pace.since), cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
 		}})
 }
 

@@ -259,6 +259,6 @@ func (r *HandoverResult) Markdown(cmd string) string {
 			r.Ratio(run), run.D.Q(0.5).Seconds()/run.Refresh.Seconds(), run.Polled(), run.Missing, yes(r.Met(run)))
 	}
 	b.w("")
-	b.w("A hand-over takes at least two DynamoDB writes in a row: the release, then the waiter's acquiring write; a waiter in another process learns of it at its next poll, about every 80 ms at the head of the queue (the cross-process table above and §4c).")
+	b.w("A hand-over takes at least two DynamoDB writes in a row: the release, then the waiter's acquiring write; a waiter in another process learns of it at its next poll, at most 18 times a second at the head of the queue (every 55.6 ms for a lone waiter) (the cross-process table above and §4c).")
 	return b.String()
 }

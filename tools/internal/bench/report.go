@@ -316,7 +316,7 @@ func ContentionMarkdown(cmd string, runs []*ContentionRun) string {
 		}
 	}
 	if len(tight)+len(paused) > 0 {
-		b.w("Reading (default mode): the lock keeps no queue, so it is not fair. A waiter in another process notices a release at its next poll; the head of the key's queue polls about every 80 ms whatever the refresh period (docs/ENGINE.md, polling by rank), so hand-over across processes is tens of milliseconds (§4c), and within a process a release wakes the longest waiter at once (§6: one key could take ~500 acquire + release cycles per second).")
+		b.w("Reading (default mode): the lock keeps no queue, so it is not fair. A waiter in another process notices a release at its next poll; the head of the key's queue polls up to 18 times a second (every 55.6 ms for a lone waiter) at any refresh period up to 1 s (docs/ENGINE.md, polling by rank), so hand-over across processes is tens of milliseconds (§4c), and within a process a release wakes the longest waiter at once (§6: one key could take ~500 acquire + release cycles per second).")
 	}
 	if len(tight) > 0 {
 		share := 0.0
