@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -18,10 +19,10 @@ const (
 	HoursPerMonth      = 730
 )
 
-// HeadPollCap is the longest wait between two reads of the head of a key's
-// queue while a holder holds, at the default refresh period (headCap in
-// the library's pace.go).
-const HeadPollCap = 80 * time.Millisecond
+// KeyReadsPerSec is the most a key's placed waiters read together per
+// second while a holder keeps it, at the default refresh period (keyReads
+// in the library's pace.go): a lone waiter reads that often.
+const KeyReadsPerSec = 18
 
 // CostModel turns measured calls per operation into request units and money.
 type CostModel struct {
@@ -109,25 +110,23 @@ func CostMarkdown(calls *CallsResult, capRes *CapacityResult) string {
 	w("| release | 1 write | %d WRU | %s per million |", m.WRU(), usd(float64(m.WRU())*PricePerMillionWRU))
 	w("| one acquisition + release cycle | 2 writes | %d WRU | %s per million cycles |", 2*m.WRU(), usd(float64(2*m.WRU())*PricePerMillionWRU))
 	// A waiter holds a place in the key's queue and polls by rank
-	// (pace.go, docs/ENGINE.md "Polling by rank"): the head reads at most
-	// every HeadPollCap while a holder holds, rank 2 at most every 3/4 of
-	// a refresh period; every waiter renews its place every third of its
-	// lease.
-	headReads := float64(time.Hour / HeadPollCap)
+	// (pace.go, docs/ENGINE.md "Polling by rank"): the key's placed
+	// waiters read at most KeyReadsPerSec together while a holder holds (a
+	// lone waiter that often); every waiter renews its place every third
+	// of its lease.
+	headReads := float64(KeyReadsPerSec * 3600)
 	renewals := float64(time.Hour / (m.Lease / 3))
-	rank2Reads := float64(time.Hour / (m.Refresh * 3 / 4))
-	w("| wait for a held lock, as the head of the key's queue | 1 failed write + 1 write to join the queue + ≤ 1 consistent read per %s + 1 write per third of the lease waited + 1 acquiring write | %d WRU, plus ≤ %.1f RRU/s and %.2f WRU/s waited | %s per waiter-hour |",
-		HeadPollCap, 3*m.WRU(), headReads/3600*float64(m.RRU()), renewals/3600*float64(m.WRU()),
+	w("| wait for a held lock, alone on its key | 1 failed write + 1 write to join the key's queue + ≤ %d consistent reads a second + 1 write per third of the lease waited + 1 acquiring write | %d WRU, plus ≤ %d RRU/s and %.2f WRU/s waited | %s per waiter-hour |",
+		KeyReadsPerSec, 3*m.WRU(), KeyReadsPerSec*m.RRU(), renewals/3600*float64(m.WRU()),
 		usd(headReads*float64(m.RRU())*PricePerMillionRRU/1e6+renewals*float64(m.WRU())*PricePerMillionWRU/1e6))
-	w("| each further waiter on that key, rank r ≥ 2 | ≤ 1 read per ¾ refresh (rank 2) or per r refresh periods (r ≥ 3) + 1 write per third of the lease | ≤ %.2f RRU/s (rank 2), ≤ 1/r RRU/s, plus %.2f WRU/s | ≤ %s per waiter-hour |",
-		rank2Reads/3600*float64(m.RRU()), renewals/3600*float64(m.WRU()),
-		usd(rank2Reads*float64(m.RRU())*PricePerMillionRRU/1e6+renewals*float64(m.WRU())*PricePerMillionWRU/1e6))
+	w("| each further waiter on that key | the same writes; its reads come out of the key's %d a second (the head reads less) | %d WRU, plus %.2f WRU/s waited | %s per waiter-hour |",
+		KeyReadsPerSec, 3*m.WRU(), renewals/3600*float64(m.WRU()), usd(renewals*float64(m.WRU())*PricePerMillionWRU/1e6))
 	w("| a hand-over to a waiter in another process | the head's read that sees the release + its acquiring write (its place removed in it) | %d RRU + %d WRU | %s per million |",
 		m.RRU(), m.WRU(), usd(float64(m.RRU())*PricePerMillionRRU+float64(m.WRU())*PricePerMillionWRU))
-	polls := int((m.Lease + HeadPollCap - 1) / HeadPollCap)
+	polls := int(math.Ceil(m.Lease.Seconds() * KeyReadsPerSec))
 	kept := int(m.Lease/(m.Lease/3)) - 1
-	w("| take over a dead owner's lock (the head waits out its lease) | 1 failed write + 1 join + ⌈lease/%s⌉ = %d reads + %d renewals of its place + 1 write | %d WRU + %d RRU | %s per million takeovers |",
-		HeadPollCap, polls, kept, (3+kept)*m.WRU(), polls*m.RRU(),
+	w("| take over a dead owner's lock (a lone waiter waits out its lease) | 1 failed write + 1 join + ⌈lease × %d/s⌉ = %d reads + %d renewals of its place + 1 write | %d WRU + %d RRU | %s per million takeovers |",
+		KeyReadsPerSec, polls, kept, (3+kept)*m.WRU(), polls*m.RRU(),
 		usd(float64((3+kept)*m.WRU())*PricePerMillionWRU+float64(polls*m.RRU())*PricePerMillionRRU))
 	w("| hold a lock for an hour | %d heartbeats | %.0f WRU | %s per lock-hour |", int(time.Hour/m.Heartbeat), m.WRUPerLockHour(),
 		usd(m.WRUPerLockHour()*PricePerMillionWRU/1e6))
@@ -148,10 +147,10 @@ func CostMarkdown(calls *CallsResult, capRes *CapacityResult) string {
 	w("")
 	w("- **One hot key.** An item lives in one partition, and a partition serves at most 1,000 WRU/s and 3,000 RRU/s. " +
 		"One key therefore supports at most ~500 acquire + release cycles per second across all clients (failed conditional writes of contenders count against the same 1,000). " +
-		"Waiters do not multiply the reads: the head of the key's queue reads at most every 80 ms and the others by rank, about 1.3 + Σ 1/r reads/s for ranks 3 to N, " +
-		"so up to 100 placed waiters read a key about 17.5 times a second at most. Places cost writes instead: each is renewed every third of its lease (0.15 writes/s at lease 20 s) " +
-		"and adds about 70 bytes to the item, so 100 waiters make every write of the item about 8 WRU (heartbeats included) and write about 120 WRU/s in renewals. " +
-		"A waiter beyond the 100th has no place and polls once a refresh period, as every waiter did before issue 47 (3,000 of those at the default 1 s refresh fill the partition's reads). " +
+		"Waiters do not multiply the reads: a key's placed waiters read it at most 18 times a second together (the head of its queue every 55.6 ms when alone, every 77 ms at the head of 100, the others by rank). " +
+		"Places cost writes instead: each is renewed every third of its lease (0.15 writes/s at lease 20 s) " +
+		"and adds about 70 bytes to the item, so 100 waiters make every write of the item about 8 WRU (heartbeats included) and every read 2 RRU, and write about 120 WRU/s in renewals. " +
+		"A waiter beyond the 100th has no place and polls once a refresh period, as every waiter did before waiters polled by rank (3,000 of those at the default 1 s refresh fill the partition's reads). " +
 		"§4c: a hand-over across processes takes about one poll of the head, not a refresh period.")
 	w("- **Table throughput.** A new on-demand table serves up to 4,000 WRU/s at once and then up to double its previous peak; "+
 		"the default per-table quota is 40,000 WRU/s. At the default 5 s heartbeat that is %s held locks per table at once and %s at the quota; "+
