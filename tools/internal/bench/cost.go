@@ -114,11 +114,11 @@ func CostMarkdown(calls *CallsResult, capRes *CapacityResult) string {
 	// waiters read at most KeyReadsPerSec together while a holder holds (a
 	// lone waiter that often); every waiter renews its place every third
 	// of its lease.
-	headReads := float64(KeyReadsPerSec * 3600)
+	loneReadsPerHour := float64(KeyReadsPerSec * 3600)
 	renewals := float64(time.Hour / (m.Lease / 3))
 	w("| wait for a held lock, alone on its key | 1 failed write + 1 write to join the key's queue + ≤ %d consistent reads a second + 1 write per third of the lease waited + 1 acquiring write | %d WRU, plus ≤ %d RRU/s and %.2f WRU/s waited | %s per waiter-hour |",
 		KeyReadsPerSec, 3*m.WRU(), KeyReadsPerSec*m.RRU(), renewals/3600*float64(m.WRU()),
-		usd(headReads*float64(m.RRU())*PricePerMillionRRU/1e6+renewals*float64(m.WRU())*PricePerMillionWRU/1e6))
+		usd(loneReadsPerHour*float64(m.RRU())*PricePerMillionRRU/1e6+renewals*float64(m.WRU())*PricePerMillionWRU/1e6))
 	w("| each further waiter on that key | the same writes; its reads come out of the key's %d a second (the head reads less) | %d WRU, plus %.2f WRU/s waited | %s per waiter-hour |",
 		KeyReadsPerSec, 3*m.WRU(), renewals/3600*float64(m.WRU()), usd(renewals*float64(m.WRU())*PricePerMillionWRU/1e6))
 	w("| a hand-over to a waiter in another process | the head's read that sees the release + its acquiring write (its place removed in it) | %d RRU + %d WRU | %s per million |",
