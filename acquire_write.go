@@ -371,8 +371,11 @@ func (a *acquisition) undo(ctx context.Context) {
 		if err != nil && !errors.As(err, &ccf) {
 			c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "could not undo an acquiring write whose answer was lost; the item expires after its lease",
 				slogKey(t.w.key), slogErr(err))
-			c.freeLater(t.sess, t.w.key, in)
 		}
+		// Whatever the undo answered, the write may land after it (its
+		// condition then failed because the write had not landed yet):
+		// under a session nothing else would free the item.
+		c.takeBackInDoubt(t.sess, t.w.key, in)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -45,11 +46,19 @@ func (a *acquisition) holdItem(ctx context.Context, w *watch, item map[string]ty
 func (a *acquisition) holdRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
 	c := a.c
 	l := a.newLock(w, rec, at)
-	err := c.register(ctx, l) // then its RVNs settle (see here, rule 1)
-	for rvn, at := range a.attempts {
-		if len(at.on) == 1 && at.on[0] == w {
-			delete(a.attempts, rvn) // nothing to undo on w: the lock is held, or register ended it
-			c.here.settled(rvn)
+	err := c.register(ctx, l)                                  // then its RVNs settle (see here, rule 1)
+	for _, rvn := range slices.Sorted(maps.Keys(a.attempts)) { // in order: one seed, one run (internal/sim)
+		at := a.attempts[rvn]
+		if len(at.on) != 1 || at.on[0] != w {
+			continue
+		}
+		delete(a.attempts, rvn) // nothing to undo on w now: the lock is held, or register ended it
+		c.here.settled(rvn)
+		if at.unsure && rvn != rec.rvn {
+			// An earlier write of this call whose answer was lost did not
+			// make the lock; it may be on its way still, and land once
+			// the key is free again (docs/SESSIONS.md, "Writes in doubt").
+			c.takeBackInDoubt(at.sess, w.key, at.shape.undoInput(c, c.itemKeyOf(w.key, w.sortKey), []string{rvn}, 0))
 		}
 	}
 	if len(a.attempts) > 0 {
@@ -229,14 +238,18 @@ func (a *acquisition) releaseLost(ctx context.Context, locks []*Lock) {
 	for _, l := range locks {
 		if l.Err() == nil {
 			_, _ = c.releaseLock(rctx, l, &releaseLockOptions{bestEffort: true})
-			continue
+		} else {
+			in := c.takeBackInput(l, l.RecordVersionNumber())
+			_, err := c.updateItem(rctx, in)
+			var ccf *types.ConditionalCheckFailedException
+			if err != nil && !errors.As(err, &ccf) {
+				c.freeLater(l.heldBy(), l.partitionKey, in)
+			}
 		}
-		in := c.takeBackInput(l, l.RecordVersionNumber())
-		_, err := c.updateItem(rctx, in)
-		var ccf *types.ConditionalCheckFailedException
-		if err != nil && !errors.As(err, &ccf) {
-			c.freeLater(l.heldBy(), l.partitionKey, in)
-		}
+		// A copy of the write that made l (an SDK retry's) may land after
+		// this: under a session nothing else would free it (see
+		// writeLandsWithin).
+		c.takeBackInDoubt(l.heldBy(), l.partitionKey, l.shapeOf().undoInput(c, l.itemKey(), []string{l.RecordVersionNumber()}, 0))
 	}
 }
 

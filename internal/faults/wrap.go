@@ -59,8 +59,22 @@ type Rule struct {
 	// After runs once the request was sent and answered, before the caller
 	// gets the answer, with the caller's context.
 	After func(ctx context.Context)
+	// Late holds the request until the caller's context ends, and gives
+	// the caller its context's error as the SDK does ([Canceled]), as if
+	// the request were still on its way; the request is sent, with a
+	// context of its own, once Late is closed, and lands then: a write
+	// that arrives after its caller gave up (and took it back). With Drop
+	// too, the caller gets a lost-connection error at once instead (a
+	// request whose answer was lost, that lands later). Before, Replay,
+	// LoseAnswer and After do not apply. [Client.Landed] tells when it was
+	// answered, and with what error.
+	Late <-chan struct{}
 
 	hits int // picked calls so far; guarded by Client.mu
+	// landed is closed once a Late request was sent and answered, with
+	// lateErr its answer's error.
+	landed  chan struct{}
+	lateErr error
 }
 
 // Client wraps a DynamoDB client and applies rules to its calls. Calls no
@@ -86,6 +100,18 @@ func (c *Client) Add(r *Rule) {
 	c.mu.Lock()
 	c.rules = append(c.rules, r)
 	c.mu.Unlock()
+}
+
+// Landed returns a channel closed once the request r held (Rule.Late)
+// was sent and answered, and a function that returns that answer's error
+// once the channel is closed.
+func (c *Client) Landed(r *Rule) (<-chan struct{}, func() error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.landed == nil {
+		r.landed = make(chan struct{})
+	}
+	return r.landed, func() error { return r.lateErr }
 }
 
 // Hits returns how many calls r applied to so far.
@@ -116,6 +142,22 @@ func apply[In, Out any](c *Client, ctx context.Context, op string, in In, send f
 		return send(ctx, in)
 	}
 	var zero Out
+	if r.Late != nil {
+		if !r.Drop {
+			<-ctx.Done()
+		}
+		c.Landed(r)
+		landed := r.landed // set by Landed, never changed after
+		go func() {
+			<-r.Late
+			_, r.lateErr = send(context.WithoutCancel(ctx), in)
+			close(landed)
+		}()
+		if r.Drop {
+			return zero, LostConnection(op)
+		}
+		return zero, Canceled(op, ctx.Err())
+	}
 	if r.Before != nil {
 		if err := r.Before(ctx); err != nil {
 			return zero, &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op, Err: err}

@@ -1,0 +1,155 @@
+package dynamolock_test
+
+// Issue 60: no key stuck past a lease. Each test here failed before its
+// fix.
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
+)
+
+// TestSessionWriteLandingAfterItsUndoIsTakenBack: an acquisition under a
+// session whose acquiring write is cut at the caller's deadline sends its
+// undo at once; the undo's condition fails, for the write has not landed
+// yet; then the write lands, and the item names the live session while no
+// lock of its client holds it. Before the fix nothing freed it while the
+// client ran: other clients were refused for as long as the session lived.
+// Now the take-back is sent again until the write can no longer land, and
+// the key is free to others within about a heartbeat period of its
+// landing.
+func TestSessionWriteLandingAfterItsUndoIsTakenBack(t *testing.T) {
+	for _, kind := range []string{"lock", "reader"} {
+		t.Run(kind, func(t *testing.T) {
+			table := newTable(t, "")
+			late := make(chan struct{})
+			db := faults.Wrap(mustDB(t))
+			c := newClient(t, db, table, sessionOpts...)
+			_, err := c.Session(context.Background())
+			require.NoError(t, err)
+			var rw *dynamolock.RWLock
+			if kind == "reader" {
+				// A reader's first write is blind: it needs the item.
+				rw, err = c.NewRWLock("k")
+				require.NoError(t, err)
+				r, err := rw.RLock(context.Background())
+				require.NoError(t, err)
+				require.NoError(t, rw.RUnlock(context.Background(), r))
+			}
+			// The acquiring write of "k" (it names the session; a reader's
+			// names it in its entry) is held until the call gives up, then
+			// sent once its undo was answered.
+			held := &faults.Rule{Op: "UpdateItem", Match: keyIs("k"), Times: 1, Late: late}
+			undos := &faults.Rule{Op: "UpdateItem", Match: keyIs("k")} // the writes on "k" after it
+			db.Add(held)
+			db.Add(undos)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			if kind == "reader" {
+				_, err = rw.RLock(ctx)
+			} else {
+				_, err = c.AcquireLockWithContext(ctx, "k")
+			}
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.GreaterOrEqual(t, db.Hits(undos), 1, "the undo was sent as the call gave up")
+			// The write lands after its undo and after the undo's first
+			// re-send: both found nothing to take back.
+			waitFor(t, 10*time.Second, "the undo to be sent again", func() bool { return db.Hits(undos) >= 2 })
+			close(late)
+			landed, lateErr := db.Landed(held)
+			select {
+			case <-landed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the held write was not sent")
+			}
+			require.NoError(t, lateErr(), "the late write landed")
+
+			// Another client gets the key: within about a heartbeat period
+			// (500 ms) of the landing, not once the session ends.
+			other := newClient(t, mustDB(t), table, fast...)
+			began := time.Now()
+			wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer wcancel()
+			var l *dynamolock.Lock
+			if kind == "reader" {
+				orw, err := other.NewRWLock("k")
+				require.NoError(t, err)
+				l, err = orw.Lock(wctx)
+				require.NoError(t, err, "the key the late write took is free to others")
+			} else {
+				l, err = other.AcquireLockWithContext(wctx, "k", dynamolock.WithAdditionalTimeToWaitForLock(10*time.Second))
+				require.NoError(t, err, "the key the late write took is free to others")
+			}
+			t.Logf("taken by another client %s after the late write landed", time.Since(began).Round(time.Millisecond))
+			require.NoError(t, l.Close())
+			require.NoError(t, c.Close())
+		})
+	}
+}
+
+// keyIs picks a request on the item whose partition key ("key") is k.
+func keyIs(k string) func(any) bool {
+	return func(in any) bool {
+		var key map[string]types.AttributeValue
+		switch in := in.(type) {
+		case *dynamodb.UpdateItemInput:
+			key = in.Key
+		case *dynamodb.GetItemInput:
+			key = in.Key
+		case *dynamodb.DeleteItemInput:
+			key = in.Key
+		case *dynamodb.PutItemInput:
+			key = in.Item
+		}
+		v, ok := key["key"].(*types.AttributeValueMemberS)
+		return ok && v.Value == k
+	}
+}
+
+// TestSessionEarlierWriteLandingAfterTheReleaseIsTakenBack: an acquisition
+// under a session whose first write's answer was lost reads the key free,
+// writes again and holds the lock by that second write; the first write,
+// delayed on its way, lands after the lock was released, on the free key.
+// The item names the live session and no lock holds it. Before the fix
+// the acquisition forgot the first write once the second made the lock,
+// and nothing freed the key while the session lived.
+func TestSessionEarlierWriteLandingAfterTheReleaseIsTakenBack(t *testing.T) {
+	table := newTable(t, "")
+	late := make(chan struct{})
+	db := faults.Wrap(mustDB(t))
+	c := newClient(t, db, table, sessionOpts...)
+	_, err := c.Session(context.Background())
+	require.NoError(t, err)
+	first := &faults.Rule{Op: "UpdateItem", Match: keyIs("k"), Times: 1, Late: late, Drop: true}
+	db.Add(first)
+	l, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithRefreshPeriod(50*time.Millisecond))
+	require.NoError(t, err, "held by the second write")
+	ok, err := c.ReleaseLockWithContext(context.Background(), l)
+	require.NoError(t, err)
+	require.True(t, ok)
+	close(late) // the first write lands on the released key
+	landed, lateErr := db.Landed(first)
+	select {
+	case <-landed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first write was not sent")
+	}
+	require.NoError(t, lateErr(), "the first write landed")
+
+	other := newClient(t, mustDB(t), table, fast...)
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	taken, err := other.AcquireLockWithContext(ctx, "k", dynamolock.WithAdditionalTimeToWaitForLock(10*time.Second))
+	require.NoError(t, err, "the key the first write took is free to others")
+	t.Logf("taken by another client %s after the first write landed", time.Since(began).Round(time.Millisecond))
+	require.NoError(t, taken.Close())
+}
