@@ -46,8 +46,9 @@ func (a *acquisition) holdItem(ctx context.Context, w *watch, item map[string]ty
 func (a *acquisition) holdRecord(ctx context.Context, w *watch, rec *lockRecord, at attempt) (*Lock, error) {
 	c := a.c
 	l := a.newLock(w, rec, at)
-	err := c.register(ctx, l)                                  // then its RVNs settle (see here, rule 1)
-	for _, rvn := range slices.Sorted(maps.Keys(a.attempts)) { // in order: one seed, one run (internal/sim)
+	err := c.register(ctx, l) // then its RVNs settle (see here, rule 1)
+	// In order: one seed, one run (internal/sim).
+	for _, rvn := range slices.Sorted(maps.Keys(a.attempts)) {
 		at := a.attempts[rvn]
 		if len(at.on) != 1 || at.on[0] != w {
 			continue
