@@ -280,14 +280,20 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 	if d.step == stepRead {
 		if mine && !d.due.IsZero() {
 			due := d.due
-			if rank > 1 && f.ordered {
-				// The head reads often and watches for a stale holder,
-				// which no fair waiter behind it may take first. A plain
-				// waiter is held up by no place before its own: it
-				// watches for a stale holder itself (one read when the
-				// holder's lease runs out since it saw it; a live holder's
-				// renewals, which its reads see, keep moving that).
-				due = d.end
+			if blocked {
+				// A fair place before this one: its waiter reads often
+				// and watches for a stale holder, which no fair waiter
+				// behind it may take first. This one wakes for the end
+				// of its wait, and when the first of those places could
+				// be dead (its waiter may have died with the holder).
+				// Any other waiter (a plain one, or a fair one behind
+				// plain places only, which hold up no fair waiter) is
+				// held up by no place: it watches for a stale holder
+				// itself (one read when the holder's lease runs out since
+				// it saw it; a live holder's renewals, which its reads
+				// see, keep moving that), whatever dead places sit in
+				// front of it.
+				due = earliest(d.end, nextDeath)
 			}
 			d.at = earliest(now.Add(a.pollEvery(w, rank, live, now)), due)
 		}

@@ -5,14 +5,19 @@ package dynamolock_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
@@ -152,4 +157,99 @@ func TestSessionEarlierWriteLandingAfterTheReleaseIsTakenBack(t *testing.T) {
 	require.NoError(t, err, "the key the first write took is free to others")
 	t.Logf("taken by another client %s after the first write landed", time.Since(began).Round(time.Millisecond))
 	require.NoError(t, taken.Close())
+}
+
+// readsSeen is a connection that reports each GetItem it answers.
+type readsSeen struct {
+	*dynamolocktest.Conn
+	read chan struct{}
+}
+
+func (r *readsSeen) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := r.Conn.GetItem(ctx, in, optFns...)
+	select {
+	case r.read <- struct{}{}:
+	default:
+	}
+	return out, err
+}
+
+// TestFairWaiterBehindDeadPlainPlacesTakesADeadHolderInTime: plain waiters
+// of the holder's host die with it; their places stay live for their
+// lease, in front of a fair waiter of another process. The fair waiter
+// waits for nobody's turn (plain places hold up no fair waiter), but it
+// used to watch for a stale holder only as the head of the queue: behind
+// the dead places it woke at its next poll by rank (3 s here) or its
+// place's renewal, and took the key up to 2 s after the holder's lease
+// ran out. Now it wakes when the holder could be stale, as the head does.
+// Virtual time, 1 ms to the in-memory DynamoDB.
+func TestFairWaiterBehindDeadPlainPlacesTakesADeadHolderInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		db := dynamolocktest.New()
+		var host []*dynamolocktest.Conn // the holder's host: dies at once
+		newClient := func(name string, lease time.Duration, conn dynamolock.DynamoDBClient) *dynamolock.Client {
+			c, err := dynamolock.New(conn, "locks", dynamolock.WithOwnerName(name),
+				dynamolock.WithLeaseDuration(lease), dynamolock.WithHeartbeatPeriod(lease/4))
+			require.NoError(t, err)
+			return c
+		}
+		hostConn := func() *dynamolocktest.Conn {
+			conn := db.Conn()
+			conn.Delay(time.Millisecond)
+			host = append(host, conn)
+			return conn
+		}
+		const lease = time.Second
+		holder := newClient("holder", lease, hostConn())
+		_, err := holder.CreateTableWithContext(ctx, "locks")
+		require.NoError(t, err)
+		_, err = holder.AcquireLockWithContext(ctx, "k")
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var plain []*dynamolock.Client
+		for i := range 2 {
+			c := newClient(fmt.Sprintf("plain%d", i), 20*time.Second, hostConn())
+			plain = append(plain, c)
+			wg.Go(func() {
+				_, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+				assert.Error(t, err) // ended by cancel below
+			})
+			time.Sleep(50 * time.Millisecond)
+		}
+		fconn := &readsSeen{Conn: db.Conn(), read: make(chan struct{}, 1)}
+		fconn.Delay(time.Millisecond)
+		fair := newClient("fair", 20*time.Second, fconn)
+		got := make(chan time.Time, 1)
+		wg.Go(func() {
+			l, err := fair.AcquireLockWithContext(ctx, "k", dynamolock.WithFairness(), dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+			got <- time.Now()
+			if assert.NoError(t, err) {
+				assert.NoError(t, l.Close())
+			}
+		})
+		time.Sleep(5 * time.Second) // the fair waiter, third in line, polls every 3 s
+		synctest.Wait()
+		select {
+		case <-fconn.read:
+		default:
+		}
+		<-fconn.read // the fair waiter has just read the holder's newest beat ...
+		for _, conn := range host {
+			conn.Stall() // ... and the holder's host dies, its plain waiters with it
+		}
+		died := time.Now()
+		took := (<-got).Sub(died)
+		t.Logf("the fair waiter took the dead holder's key %s after the holder died (lease %s)", took, lease)
+		assert.LessOrEqual(t, took, lease+10*time.Millisecond, "the holder's lease, and the fair waiter's write")
+		cancel()
+		for _, conn := range host {
+			conn.Heal()
+		}
+		wg.Wait()
+		for _, c := range append(plain, holder, fair) {
+			_ = c.Close()
+		}
+	})
 }
