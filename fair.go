@@ -341,15 +341,13 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 // queue of live entries (pace.go).
 func (a *acquisition) pollEvery(w *watch, rank, live int, now time.Time) time.Duration {
 	cycle, known := w.pace.cycle()
-	hold := now.Sub(w.pace.since)
+	refresh := a.o.refreshPeriod - randomUpTo(a.o.refreshJitter)
 	if w.pace.free() && rank > 1 {
-		// The key is free and a waiter before this one is to take it: a
-		// head that is late, not a long hold. Time spent so says nothing
-		// of the pace; waiting longer for it would only make every waiter
-		// behind a late head later still.
-		hold = 0
+		// The key is free and a waiter before this one is to take it:
+		// about to, or a head that is late or dead.
+		return pollBehindFree(rank, live, now.Sub(w.pace.since), cycle, known, refresh)
 	}
-	return pollEvery(rank, live, hold, cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
+	return pollEvery(rank, live, now.Sub(w.pace.since), cycle, known, refresh)
 }
 
 // keepPlace makes a waiting decision keep this waiter's entry in the queue:

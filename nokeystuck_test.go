@@ -253,3 +253,115 @@ func TestFairWaiterBehindDeadPlainPlacesTakesADeadHolderInTime(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadFairHeadKeepsTheKeysReadBudget: the head of a fair queue dies
+// (its place stays live for its lease) and the key is free. The waiters
+// behind it may not take the key before the head's place is dead, and
+// used to read it every (rank-1) × 5 ms meanwhile (a free key: "a late
+// head, not a long hold"): 8 of them read it about 1,000 times a second
+// for the whole lease. The key's read budget holds here too: at most 18
+// reads a second at the default refresh period over the wait, and for 8
+// waiters at most 20 in every second of it. Virtual time, 1 ms to the
+// in-memory DynamoDB.
+func TestDeadFairHeadKeepsTheKeysReadBudget(t *testing.T) {
+	for _, sem := range []bool{false, true} {
+		for _, n := range []int{1, 8, 32} {
+			t.Run(fmt.Sprintf("semaphore=%t/behind=%d", sem, n), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { deadFairHead(t, sem, n) })
+			})
+		}
+	}
+}
+
+// deadFairHead: with sem, the key is a fair semaphore of one slot.
+func deadFairHead(t *testing.T, sem bool, n int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := dynamolocktest.New()
+	const lease = 20 * time.Second // the waiters' places live that long
+	newClient := func(name string) (*dynamolock.Client, *dynamolocktest.Conn) {
+		conn := db.Conn()
+		conn.Delay(time.Millisecond)
+		c, err := dynamolock.New(conn, "locks", dynamolock.WithOwnerName(name), dynamolock.WithLeaseDuration(lease),
+			dynamolock.WithHeartbeatPeriod(lease/4))
+		require.NoError(t, err)
+		return c, conn
+	}
+	holder, _ := newClient("holder")
+	_, err := holder.CreateTableWithContext(ctx, "locks")
+	require.NoError(t, err)
+	acquire := func(c *dynamolock.Client, opts ...dynamolock.AcquireLockOption) (*dynamolock.Lock, error) {
+		if !sem {
+			return c.AcquireLockWithContext(ctx, "k", opts...)
+		}
+		s, err := c.NewSemaphore("k", 1)
+		require.NoError(t, err)
+		return s.Acquire(ctx, opts...)
+	}
+	l, err := acquire(holder)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var clients []*dynamolock.Client
+	var conns []*dynamolocktest.Conn
+	got := make(chan time.Time, n+1)
+	for i := range n + 1 {
+		c, conn := newClient(fmt.Sprintf("waiter-%02d", i))
+		clients, conns = append(clients, c), append(conns, conn)
+		wg.Go(func() {
+			l, err := acquire(c, dynamolock.WithFairness(), dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+			if i == 0 {
+				assert.Error(t, err) // the head: dead, then ended by cancel
+				return
+			}
+			if err == nil { // the others are ended by cancel below
+				got <- time.Now()
+				assert.NoError(t, l.Close())
+			}
+		})
+		time.Sleep(10 * time.Millisecond) // they arrive in order
+	}
+	time.Sleep(3 * time.Second) // every waiter has its place
+	synctest.Wait()
+	conns[0].Stall() // the head dies
+	_, err = holder.ReleaseLockWithContext(ctx, l)
+	require.NoError(t, err)
+	released := time.Now()
+	reads := func() int {
+		r := 0
+		for _, c := range conns[1:] {
+			r += c.Calls()["GetItem"]
+		}
+		return r
+	}
+	// Every second until the dead head's place is dead (a lease after
+	// its last renewal, at most a third of a lease before its death).
+	worst, before, start := 0, reads(), reads()
+	var each []int
+	for range 12 {
+		time.Sleep(time.Second)
+		r := reads()
+		worst = max(worst, r-before)
+		each = append(each, r-before)
+		before = r
+	}
+	t.Logf("reads in each second: %v", each)
+	perSec := float64(before-start) / 12
+	t.Logf("%d waiters behind a dead head of a free key: %.1f reads/s over 12 s, at most %d in one second", n, perSec, worst)
+	assert.LessOrEqual(t, perSec, 18.0, "the key's reads per second while its fair head is dead")
+	if n <= 8 {
+		// Each waiter reads once or twice more than under a long hold as
+		// it first finds the key free (a head that is only late takes it
+		// then): 32 waiters made 38 reads in one second, once.
+		assert.LessOrEqual(t, worst, 20, "the key's reads in any one second while its fair head is dead")
+	}
+	// Once the head's place is dead, the next waiter takes the key.
+	first := <-got
+	t.Logf("the next waiter took the key %s after the release", first.Sub(released).Round(time.Millisecond))
+	assert.LessOrEqual(t, first.Sub(released), lease+2*time.Second, "the next waiter takes the key once the dead head's place is dead")
+	cancel()
+	conns[0].Heal()
+	wg.Wait()
+	for _, c := range append(clients, holder) {
+		_ = c.Close()
+	}
+}

@@ -63,7 +63,7 @@ func headCap(n int, refresh time.Duration) time.Duration {
 // pace is what a waiter has seen of a key's holders: the hold it sees now
 // and since when, and the fencing tokens over time (one per acquisition).
 type pace struct {
-	owner   string // the holder seen: its owner and fencing token ("", 0: free)
+	owner   string // the holder seen ("": free) and its fencing token (a released item's, when free)
 	token   uint64
 	since   time.Time // when this call first saw that holder (or the key free)
 	firstAt time.Time // the first token seen, and when
@@ -72,11 +72,16 @@ type pace struct {
 	last    uint64
 }
 
-// observe records the holder an answer showed (nil: no item).
+// observe records the holder an answer showed (nil: no item). A key
+// released by one acquisition and then by another was free twice: the
+// released item's fencing token tells the two apart.
 func (p *pace) observe(rec *lockRecord, now time.Time) {
 	owner, token := "", uint64(0)
-	if rec != nil && !rec.released {
-		owner, token = rec.owner, rec.fencingToken
+	if rec != nil {
+		token = rec.fencingToken
+		if !rec.released {
+			owner = rec.owner
+		}
 	}
 	if owner != p.owner || token != p.token || p.since.IsZero() {
 		p.owner, p.token, p.since = owner, token, now
@@ -94,7 +99,7 @@ func (p *pace) observe(rec *lockRecord, now time.Time) {
 
 // free reports whether the last answer showed the key free (no item, or
 // released).
-func (p *pace) free() bool { return p.owner == "" && p.token == 0 }
+func (p *pace) free() bool { return p.owner == "" }
 
 // cycle is the mean time per acquisition the tokens show, if two tokens
 // were seen.
@@ -137,6 +142,41 @@ func pollEvery(rank, n int, hold, cycle time.Duration, cycleKnown bool, refresh 
 		hi = refresh * 3 / 4 // the next head: it learns of its turn within most of a refresh period
 	}
 	return max(min(wait, hi), min(lo, hi))
+}
+
+// pollBehindFree is the wait before the next read of a waiter of rank ≥ 2
+// in a queue of n live waiters that finds the key free, and has seen it so
+// for age, while a waiter before it is to take it. A live head takes a
+// freed key within its own poll (about a quarter of the last hold, or
+// headCap) and its write: this waiter comes back at about that time, as
+// the queue's pace says ((r-1)/4 of the mean time per acquisition, or
+// (r-1) floors), and, while the key stays free, at three times the time
+// it has been free: a few reads for a head that is only late (rank 2
+// reads 3 times in the first 100 ms, and a queue of 9 about 16 times in
+// all). Past two of the head's longest polls (grace) the head is dead, or
+// too slow to be waited for closely: nothing changes hands, and this
+// waiter reads as under a long hold (3/4 of a refresh period for rank 2,
+// r periods for rank r), waiting for the head's place to be dead (fairly
+// wakes it then). A key whose fair head died so costs at most keyReads
+// reads a second, as one that is held does. The first version of polling
+// by rank counted no hold here (so as not to make the waiters behind a
+// late head later still), and the waiters behind a dead head read its key
+// every (r-1)·5 ms for the head's whole lease: 8 of them about 420 times a
+// second in virtual time.
+func pollBehindFree(rank, n int, age, cycle time.Duration, cycleKnown bool, refresh time.Duration) time.Duration {
+	r := time.Duration(rank - 1)
+	hi := satMul(time.Duration(rank), refresh)
+	if rank == 2 {
+		hi = refresh * 3 / 4
+	}
+	if age >= 2*headCap(n, refresh) {
+		return hi
+	}
+	step := max(headFloor, refresh/200)
+	if cycleKnown {
+		step = max(step, cycle/4)
+	}
+	return min(max(satMul(r, step), 3*age), hi)
 }
 
 // satMul is n×d, saturated at the largest duration.

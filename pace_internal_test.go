@@ -73,3 +73,34 @@ func TestPollScheduleToleratesAnOverestimatedPace(t *testing.T) {
 		}
 	}
 }
+
+// Behind a free key that a waiter before it is to take (pace.go's
+// pollBehindFree): back at the queue's pace while the key is about to
+// change hands, later the longer it stays free, and once it has stayed
+// free past two of the head's longest polls (the head is dead or too
+// slow), as under a long hold.
+func TestPollBehindAFreeKey(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
+	for _, tc := range []struct {
+		name                string
+		rank, n             int
+		age, cycle, refresh time.Duration
+		known               bool
+		want                time.Duration
+	}{
+		{"rank 2, just freed, pace unknown: a floor", 2, 2, 0, 0, s, false, 5 * ms},
+		{"rank 2, just freed, a fast queue: a quarter of its pace", 2, 2, 0, 40 * ms, s, true, 10 * ms},
+		{"rank 3, just freed, a fast queue: two quarters", 3, 3, 0, 40 * ms, s, true, 20 * ms},
+		{"rank 2, free for 20 ms: three times that", 2, 2, 20 * ms, 40 * ms, s, true, 60 * ms},
+		{"rank 2 of 2, free past the grace (2 × 60 ms): a long hold's", 2, 2, 120 * ms, 40 * ms, s, true, 750 * ms},
+		{"rank 5 of 9, free past the grace (2 × 65.4 ms): five refresh periods", 5, 9, 131 * ms, 0, s, false, 5 * s},
+		{"rank 2, free for 100 ms of a queue of 100 (grace 154 ms): capped at a long hold's", 2, 100, 100 * ms, 0, s, false, 300 * ms},
+		{"rank 100, refresh of math.MaxInt64: no overflow", 100, 100, time.Hour, 0, math.MaxInt64, false, 99 * (math.MaxInt64 / 200)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pollBehindFree(tc.rank, tc.n, tc.age, tc.cycle, tc.known, tc.refresh); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
