@@ -445,7 +445,13 @@ func (a *acquisition) decideAll(ctx context.Context) (*Lock, error) {
 // returns a lock when a reentrant acquisition finds the key held here.
 func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 	w.dirty = false
-	return a.kind.decide(ctx, a, w)
+	l, err := a.kind.decide(ctx, a, w)
+	if d := &w.next; d.step == stepRead && d.at.Before(w.throttledUntil) {
+		// DynamoDB throttled the key: read it less often, but still at
+		// the end of the wait.
+		d.at = earliest(w.throttledUntil, later(d.at, a.deadlineFor(w)))
+	}
+	return l, err
 }
 
 // deadlineFor is when the wait ends (see acquisition.deadline); before any
@@ -508,6 +514,9 @@ func (a *acquisition) failed(ctx context.Context, w *watch, err error) error {
 	}
 	a.c.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "acquire failed, retrying", slogKey(w.key), slogErr(err))
 	w.v.failed = err
+	if limit, _, ok := throttled(err); ok {
+		w.backOff(limit, a.o.refreshPeriod, a.c.now())
+	}
 	return nil
 }
 

@@ -123,6 +123,10 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 				return admission{}, notGranted(fmt.Errorf("%w: the heartbeat that waited longest had %.0f%% of its lease left (at least %.0f%% needed)%s",
 					ErrHeartbeatCapacity, 100*max(slack, 0), 100*admissionMargin, c.capacityFix()), "%s", what)
 			}
+			if _, limit, ok := s.meter.ceiling(now); ok {
+				return admission{}, notGranted(fmt.Errorf("%w: held locks and this acquisition need %.3g renewals/s, more than %g of the %.3g the client's heartbeats got through since DynamoDB throttled them (%s)%s",
+					ErrHeartbeatCapacity, need, c.cfg.heartbeatAdmission, capacity, limit.advice(), c.capacityFix()), "%s", what)
+			}
 			return admission{}, notGranted(fmt.Errorf("%w: held locks and this acquisition need %.3g renewals/s, more than %g of the %.3g the client sustains%s",
 				ErrHeartbeatCapacity, need, c.cfg.heartbeatAdmission, capacity, c.capacityFix()), "%s", what)
 		}

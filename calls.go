@@ -343,7 +343,17 @@ func (c *Client) done(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return c.classifyAs(ctx, op, err, false)
+	return c.counted(ctx, op, c.classifyAs(ctx, op, err, false))
+}
+
+// counted counts err, the classified error of a call named op, if DynamoDB
+// throttled it, and returns it.
+func (c *Client) counted(ctx context.Context, op string, err error) error {
+	var te *ThrottlingError
+	if errors.As(err, &te) {
+		c.metrics.throttled(ctx, op, te.Limit)
+	}
+	return err
 }
 
 // startWrite prepares one write: the table is checked first (once per
@@ -369,7 +379,7 @@ func (c *Client) endWrite(ctx context.Context, op string, t *writeAttempts, err 
 	if err == nil {
 		return nil
 	}
-	return c.classifyAs(ctx, op, err, t.unknown.Load())
+	return c.counted(ctx, op, c.classifyAs(ctx, op, err, t.unknown.Load()))
 }
 
 // writeAttempts records the HTTP attempts of one write, counted after the

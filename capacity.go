@@ -21,6 +21,14 @@ type capacityMeter struct {
 	riseFromNanos atomic.Int64  // Unix ns from which a stale saturated rate rises (see capacityAt); 0: it does not
 	lastBeatNanos atomic.Int64  // Unix ns when the last successful beat ended; 0: none yet
 
+	// A ceiling on the capacity after DynamoDB throttled a beat for the
+	// table's or the account's limit (see throttled): the rate of beats
+	// that got through, until when it holds (Unix ns; 0: none), and the
+	// limit named.
+	ceilingBits  atomic.Uint64
+	ceilingUntil atomic.Int64
+	ceilingLimit atomic.Uint32
+
 	// Owned by the scheduler's loop goroutine.
 	rtt      time.Duration // moving average of successful beats' round trips (see beat)
 	lastBeat time.Time     // when the last successful beat ended
@@ -30,6 +38,7 @@ type capacityMeter struct {
 	windowStart time.Time
 	windowBeats int
 	windowIdle  bool        // a worker was free at some point of the window
+	lastRate    float64     // the successful beats per second of the last window, saturated or not
 	satWindows  []satWindow // the last saturated windows, oldest first
 	satRate     float64     // the lowest rate of those in measureMemory, or risen since; 0: none yet
 	satAt       time.Time   // when the last saturated window ended
@@ -83,6 +92,37 @@ func (m *capacityMeter) idle() { m.windowIdle = true }
 // measured; 0 before the first successful beat.
 func (m *capacityMeter) capacity() float64 { return math.Float64frombits(m.capacityBits.Load()) }
 
+// throttled records a beat DynamoDB throttled at limit, the table's or the
+// account's (a provisioned table's capacity, an on-demand table's maximum,
+// the account's quota), at now: that limit, not the workers, bounds the
+// renewals, and nothing a beat's round trip shows says how far. For
+// measureMemory the capacity admission counts on is at most the rate of
+// the beats that got through in the last window (the one still open, if
+// the last closed window had none). A hot key's throttling says nothing of
+// the table, and changes nothing here.
+func (m *capacityMeter) throttled(limit ThrottleLimit, now time.Time) {
+	rate := m.lastRate
+	if elapsed := now.Sub(m.windowStart); rate == 0 && !m.windowStart.IsZero() && elapsed > 0 {
+		rate = float64(m.windowBeats) / elapsed.Seconds()
+	}
+	if until := m.ceilingUntil.Load(); until != 0 && now.UnixNano() < until {
+		rate = min(rate, math.Float64frombits(m.ceilingBits.Load()))
+	}
+	m.ceilingBits.Store(math.Float64bits(rate))
+	m.ceilingUntil.Store(now.Add(measureMemory).UnixNano())
+	m.ceilingLimit.Store(uint32(limit))
+}
+
+// ceiling is the capacity's ceiling at now after a throttled beat, and the
+// limit DynamoDB named; ok is false when there is none.
+func (m *capacityMeter) ceiling(now time.Time) (rate float64, limit ThrottleLimit, ok bool) {
+	until := m.ceilingUntil.Load()
+	if until == 0 || now.UnixNano() >= until {
+		return 0, 0, false
+	}
+	return math.Float64frombits(m.ceilingBits.Load()), ThrottleLimit(m.ceilingLimit.Load()), true
+}
+
 // capacityAt is capacity as of now: a stale saturated rate keeps rising by
 // a quarter for every whole window that passed since the last beat ended
 // (up to workers / round trip). A window in which no beat ended had a free
@@ -90,6 +130,15 @@ func (m *capacityMeter) capacity() float64 { return math.Float64frombits(m.capac
 // window closes, and a rate measured in one slow moment would keep every
 // acquisition out for good (issue 21, invariant 14 of the simulation).
 func (m *capacityMeter) capacityAt(now time.Time) float64 {
+	c := m.risen(now)
+	if ceiling, _, ok := m.ceiling(now); ok && (c == 0 || ceiling < c) {
+		return max(ceiling, math.SmallestNonzeroFloat64) // measured: 0 would read as "not yet"
+	}
+	return c
+}
+
+// risen is capacity as of now, risen if stale (see capacityAt).
+func (m *capacityMeter) risen(now time.Time) float64 {
 	c := m.capacity()
 	from := m.riseFromNanos.Load()
 	rtt := m.roundTrip()
@@ -140,6 +189,9 @@ func (m *capacityMeter) measure(now time.Time) {
 	little := float64(m.workers) / m.rtt.Seconds()
 	if elapsed := now.Sub(m.windowStart); elapsed >= measureWindow {
 		rate := float64(m.windowBeats) / elapsed.Seconds()
+		if !m.windowStart.IsZero() {
+			m.lastRate = rate
+		}
 		stale := now.Sub(m.satAt) > measureHorizon
 		switch {
 		case m.windowStart.IsZero():

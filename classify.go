@@ -73,6 +73,9 @@ func (c *Client) classifyErr(ctx context.Context, op string, err error) error {
 	if reason := foreignError(err); reason != "" {
 		return &ConnectionError{Endpoint: c.endpointOf(err), Op: op, Reason: reason, Err: err, answered: c.answered.Load()}
 	}
+	if te := throttlingError(op, err); te != nil {
+		return te
+	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		if ae.ErrorCode() == "ValidationException" && isKeySchemaMessage(ae.ErrorMessage()) {
@@ -144,7 +147,8 @@ func foreignError(err error) string {
 func alreadyClassified(err error) bool {
 	var kse *KeySchemaError
 	var ce *ConnectionError
-	return errors.Is(err, ErrTableNotFound) || errors.As(err, &kse) || errors.As(err, &ce)
+	var te *ThrottlingError
+	return errors.Is(err, ErrTableNotFound) || errors.As(err, &kse) || errors.As(err, &ce) || errors.As(err, &te)
 }
 
 func (c *Client) tableNotFound(err error) error {

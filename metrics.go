@@ -17,6 +17,14 @@ type Stats struct {
 	LocksLost        uint64 // locks lost for any reason
 	DynamoDBCalls    uint64 // calls made to DynamoDB
 	AdmissionWaits   uint64 // acquisitions that waited for heartbeat capacity (see WithHeartbeatAdmission)
+
+	// DynamoDB calls refused for throughput (a *ThrottlingError), in all
+	// and by the limit DynamoDB named (the rest gave no reason).
+	Throttled            uint64
+	ThrottledKeyRange    uint64 // the lock key's partition: a hot key
+	ThrottledProvisioned uint64 // a provisioned table's capacity
+	ThrottledMaxOnDemand uint64 // an on-demand table's configured maximum
+	ThrottledAccount     uint64 // the account's quota
 }
 
 // Stats returns the client's counters. It makes no DynamoDB call.
@@ -31,6 +39,12 @@ func (c *Client) Stats() Stats {
 		LocksLost:        m.lostN.Load(),
 		DynamoDBCalls:    m.calls.Load(),
 		AdmissionWaits:   m.admitted.Load(),
+
+		Throttled:            m.throttledAll.Load(),
+		ThrottledKeyRange:    m.throttledBy[ThrottleKeyRange].Load(),
+		ThrottledProvisioned: m.throttledBy[ThrottleProvisioned].Load(),
+		ThrottledMaxOnDemand: m.throttledBy[ThrottleMaxOnDemand].Load(),
+		ThrottledAccount:     m.throttledBy[ThrottleAccount].Load(),
 	}
 }
 
@@ -46,6 +60,9 @@ type clientMetrics struct {
 	lostN    atomic.Uint64
 	backlog  atomic.Int64
 	admitted atomic.Uint64 // acquisitions that waited for heartbeat capacity
+
+	throttledAll atomic.Uint64
+	throttledBy  [numThrottleLimits]atomic.Uint64
 }
 
 func newClientMetrics(o *otelInstruments) *clientMetrics { return &clientMetrics{otel: o} }
@@ -97,6 +114,17 @@ func (m *clientMetrics) lost(cause error) {
 	m.lostN.Add(1)
 	if m.otel != nil {
 		m.otel.lost(cause)
+	}
+}
+
+// throttled counts a call named op that DynamoDB throttled at limit.
+func (m *clientMetrics) throttled(ctx context.Context, op string, limit ThrottleLimit) {
+	m.throttledAll.Add(1)
+	if limit < numThrottleLimits {
+		m.throttledBy[limit].Add(1)
+	}
+	if m.otel != nil {
+		m.otel.throttled(ctx, op, limit)
 	}
 }
 

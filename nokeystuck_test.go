@@ -7,10 +7,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
@@ -364,4 +366,156 @@ func deadFairHead(t *testing.T, sem bool, n int) {
 	for _, c := range append(clients, holder) {
 		_ = c.Close()
 	}
+}
+
+// TestThrottledKeyIsReadLessOften: DynamoDB throttles the reads of a
+// waiter for the key's partition (a hot key: ThrottlingException with the
+// reason TableReadKeyRangeThroughputExceeded), half of them or all. Before,
+// a throttled poll kept the last view and the poll schedule went on
+// unchanged: the head of the queue read the key as often as before through
+// the throttling. Now each throttled answer doubles the wait before the
+// next read (100 ms, up to 4 refresh periods), and each read that goes
+// through shortens it by a quarter. The waiter still takes the key once the throttling
+// passes. Virtual time, 1 ms to the in-memory DynamoDB.
+func TestThrottledKeyIsReadLessOften(t *testing.T) {
+	for _, every := range []int64{2, 1} {
+		t.Run(fmt.Sprintf("throttled=1/%d", every), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { throttledReads(t, every) })
+		})
+	}
+}
+
+func throttledReads(t *testing.T, every int64) {
+	ctx := context.Background()
+	db := dynamolocktest.New()
+	holder, _ := virtualClient(t, db, "holder")
+	_, err := holder.CreateTableWithContext(ctx, "locks")
+	require.NoError(t, err)
+	l, err := holder.AcquireLockWithContext(ctx, "k")
+	require.NoError(t, err)
+	conn := db.Conn()
+	conn.Delay(time.Millisecond)
+	var hot atomic.Bool
+	var n atomic.Int64
+	fdb := faults.Wrap(conn, &faults.Rule{Op: "GetItem",
+		Match: func(any) bool { return hot.Load() && n.Add(1)%every == 0 },
+		Before: func(context.Context) error {
+			return &types.ThrottlingException{Message: aws.String("throttled"), ThrottlingReasons: []types.ThrottlingReason{{
+				Reason: aws.String("TableReadKeyRangeThroughputExceeded"), Resource: aws.String("arn:aws:dynamodb:us-east-1:000000000000:table/locks")}}}
+		}})
+	waiter, err := dynamolock.New(fdb, "locks", dynamolock.WithOwnerName("waiter"), dynamolock.WithLeaseDuration(3*time.Second),
+		dynamolock.WithHeartbeatPeriod(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, waiter.Close()) })
+	got := make(chan error, 1)
+	go func() {
+		wl, err := waiter.AcquireLockWithContext(ctx, "k", dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+		if err == nil {
+			err = wl.Close()
+		}
+		got <- err
+	}()
+	time.Sleep(2 * time.Second) // the waiter, alone, is the head of the key's queue
+	reads := func() int { return conn.Calls()["GetItem"] + waiterThrottled(waiter) }
+	before := reads()
+	time.Sleep(5 * time.Second)
+	free := float64(reads()-before) / 5
+	hot.Store(true)
+	before = reads()
+	time.Sleep(20 * time.Second)
+	throttled := float64(reads()-before) / 20
+	t.Logf("the head's reads: %.1f a second, %.1f a second while DynamoDB throttled 1 in %d of them for the hot key (%+v)", free, throttled, every, waiter.Stats())
+	require.Greater(t, free, 10.0, "the head of the queue polls fast")
+	require.Less(t, throttled, free/4, "a throttled key is read less often, not as often")
+	require.Greater(t, waiter.Stats().ThrottledKeyRange, uint64(0), "Stats count the throttled calls by reason")
+	hot.Store(false)
+	_, err = holder.ReleaseLockWithContext(ctx, l)
+	require.NoError(t, err)
+	require.NoError(t, <-got, "the waiter takes the key once the throttling passes")
+}
+
+// waiterThrottled is how many of c's reads were throttled before reaching
+// the DB (the connection does not count them).
+func waiterThrottled(c *dynamolock.Client) int { return int(c.Stats().ThrottledKeyRange) }
+
+// TestTableLimitLowersAdmission: DynamoDB throttles half of a client's
+// heartbeats for the table's provisioned capacity (the reason
+// TableWriteProvisionedThroughputExceeded). The workers' round trips say
+// nothing of that limit: before, admission went on counting on what the
+// workers could send (Little's law: thousands of renewals a second) and
+// granted 50 more locks, renewed by half as many writes as they needed.
+// Now, for the memory of the meter, admission counts on the beats that got
+// through, refuses what they cannot renew, and its error names the limit
+// and what to change. Virtual time.
+func TestTableLimitLowersAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		conn := dynamolocktest.New().Conn()
+		conn.Delay(time.Millisecond)
+		var hot atomic.Bool
+		var n atomic.Int64
+		fdb := faults.Wrap(conn, &faults.Rule{Op: "UpdateItem",
+			Match: func(in any) bool { return hot.Load() && isHeartbeat(in) && n.Add(1)%2 == 0 },
+			Before: func(context.Context) error {
+				return &types.ProvisionedThroughputExceededException{Message: aws.String("throttled"), ThrottlingReasons: []types.ThrottlingReason{{
+					Reason: aws.String("TableWriteProvisionedThroughputExceeded"), Resource: aws.String("arn:aws:dynamodb:us-east-1:000000000000:table/locks")}}}
+			}})
+		c, err := dynamolock.New(fdb, "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second),
+			dynamolock.WithHeartbeatConcurrency(4))
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.CreateTableWithContext(ctx, "locks")
+		require.NoError(t, err)
+		for i := range 10 {
+			_, err := c.AcquireLockWithContext(ctx, fmt.Sprintf("held-%d", i))
+			require.NoError(t, err)
+		}
+		time.Sleep(3 * time.Second) // measured: beats in 1 ms, 10 a second
+		hot.Store(true)
+		time.Sleep(3 * time.Second)
+		keys := make([]string, 50)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("new-%d", i)
+		}
+		locks, err := c.AcquireLocks(ctx, keys, dynamolock.WithAdditionalTimeToWaitForLock(0))
+		t.Logf("stats %+v", c.Stats())
+		require.ErrorIs(t, err, dynamolock.ErrHeartbeatCapacity, "50 more locks need more renewals than the throttled beats get through (granted %d)", len(locks))
+		require.ErrorContains(t, err, "provisioned capacity", "the refusal names the limit")
+		t.Logf("refused: %v", err)
+		require.Greater(t, c.Stats().ThrottledProvisioned, uint64(0))
+		hot.Store(false)
+	})
+}
+
+// TestThrottledCallsSayWhy: a call DynamoDB throttles returns an error that
+// names the reason, the resource and what to change, and still matches the
+// SDK's error types; Stats count it by the limit named.
+func TestThrottledCallsSayWhy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		conn := dynamolocktest.New().Conn()
+		c, err := dynamolock.New(conn, "locks")
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.CreateTableWithContext(ctx, "locks")
+		require.NoError(t, err)
+		conn.ThrottleHotKey(1)
+		_, err = c.AcquireLockWithContext(ctx, "k", dynamolock.FailIfLocked())
+		require.Error(t, err)
+		var te *dynamolock.ThrottlingError
+		require.ErrorAs(t, err, &te)
+		require.Equal(t, dynamolock.ThrottleKeyRange, te.Limit)
+		var sdk *types.ThrottlingException
+		require.ErrorAs(t, err, &sdk, "the SDK's error is still there")
+		require.ErrorContains(t, err, "TableWriteKeyRangeThroughputExceeded on arn:aws:dynamodb:us-east-1:000000000000:table/locks")
+		require.ErrorContains(t, err, "the lock key is hot")
+		t.Logf("%v", err)
+		conn.Throttle(1)
+		_, err = c.AcquireLockWithContext(ctx, "k", dynamolock.FailIfLocked())
+		require.ErrorContains(t, err, "TableWriteProvisionedThroughputExceeded")
+		s := c.Stats()
+		require.Equal(t, uint64(2), s.Throttled)
+		require.Equal(t, uint64(1), s.ThrottledKeyRange)
+		require.Equal(t, uint64(1), s.ThrottledProvisioned)
+	})
 }

@@ -29,6 +29,10 @@ const meterName = "github.com/arielsrv/dynamolock/v2"
 //   - dynamolock.locks.lost (counter, {lock}; cause: taken_over,
 //     lease_expired, client_closed)
 //   - dynamolock.dynamodb.calls (counter, {call}; operation)
+//   - dynamolock.dynamodb.throttled (counter, {call}; operation, and
+//     reason: the limit DynamoDB named, key_range, provisioned,
+//     max_on_demand, account, or unspecified when it gave none; see
+//     [ThrottlingError])
 //
 // Default: no metrics (a no-op). [Client.Stats] works either way.
 func WithMeterProvider(mp metric.MeterProvider) ClientOption {
@@ -45,6 +49,7 @@ type otelInstruments struct {
 	heartbeats   metric.Int64Counter
 	lostLocks    metric.Int64Counter
 	calls        metric.Int64Counter
+	throttles    metric.Int64Counter
 	held         metric.Int64ObservableUpDownCounter
 }
 
@@ -68,6 +73,9 @@ func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, e
 	o.calls, e = m.Int64Counter("dynamolock.dynamodb.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("DynamoDB API calls, by operation."))
 	err = joinErrors(err, e)
+	o.throttles, e = m.Int64Counter("dynamolock.dynamodb.throttled", metric.WithUnit("{call}"),
+		metric.WithDescription("DynamoDB API calls refused for throughput, by operation and the limit DynamoDB named."))
+	err = joinErrors(err, e)
 	// Asynchronous: the value is the size of the client's registry, read
 	// when collected, so it cannot drift from what the client holds.
 	o.held, e = m.Int64ObservableUpDownCounter("dynamolock.locks.held", metric.WithUnit("{lock}"),
@@ -89,6 +97,10 @@ func outcomeAttr(s string) metric.MeasurementOption {
 
 func (o *otelInstruments) call(ctx context.Context, op string) {
 	o.calls.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op)))
+}
+
+func (o *otelInstruments) throttled(ctx context.Context, op string, limit ThrottleLimit) {
+	o.throttles.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.String("reason", limit.String())))
 }
 
 func (o *otelInstruments) acquired(ctx context.Context, outcome string, d time.Duration) {

@@ -33,6 +33,9 @@ type beatResult struct {
 	l      *Lock
 	failed bool          // the write failed without losing the lock: retry with backoff
 	rtt    time.Duration // how long a successful beat took
+	// throttled: DynamoDB throttled the write, at limit.
+	throttled bool
+	limit     ThrottleLimit
 }
 
 // scheduler is the one goroutine per client that renews every held lock on
@@ -455,6 +458,9 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 	if r.rtt > 0 {
 		s.meter.beat(r.rtt, now)
 	}
+	if r.throttled && r.limit.tableLimit() {
+		s.meter.throttled(r.limit, now)
+	}
 	if r.failed {
 		backoff := min(max(2*time.Duration(e.backoff)*time.Millisecond, 25*time.Millisecond),
 			max(s.c.cfg.heartbeatPeriod/2, 25*time.Millisecond), math.MaxInt32*time.Millisecond)
@@ -502,6 +508,7 @@ func (s *scheduler) beat(l *Lock) beatResult {
 	if err == nil {
 		r.rtt = s.c.since(start)
 	}
+	r.limit, _, r.throttled = throttled(err)
 	cancel()
 	return r
 }

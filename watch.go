@@ -34,6 +34,42 @@ type watch struct {
 	// here.wake), 0 when not; the call's next write (or its end) settles
 	// it.
 	handover uint64
+	// throttle is the back-off after DynamoDB throttled a call on the key
+	// for its partition (or gave no reason): no read before
+	// throttledUntil. It doubles with each such answer and shrinks by a
+	// quarter with each read that goes through (see backOff).
+	throttle       time.Duration
+	throttledUntil time.Time
+}
+
+// Back-off of a throttled key's reads (watch.throttle): the first wait, and
+// the longest, in refresh periods of at least a second.
+const (
+	throttleFirst = 100 * time.Millisecond
+	throttleMost  = 4
+)
+
+// backOff records a call on w that DynamoDB throttled at limit at now: a
+// hot key (or one DynamoDB gave no reason for) is read less often, at
+// twice the last back-off (throttleFirst at first, throttleMost refresh
+// periods at most), with up to a quarter more at random so that its
+// waiters do not come back together.
+func (w *watch) backOff(limit ThrottleLimit, refresh time.Duration, now time.Time) {
+	if !limit.hotKey() {
+		return
+	}
+	w.throttle = min(max(2*w.throttle, throttleFirst), throttleMost*max(refresh, time.Second))
+	w.throttledUntil = now.Add(w.throttle + randomUpTo(w.throttle/4))
+}
+
+// throughput records a read of w that went through: the next back-off
+// will be a quarter shorter (a key throttled for one read in three or more
+// keeps backing off further). The reads themselves are back on schedule
+// at once.
+func (w *watch) throughput() {
+	if w.throttle -= w.throttle / 4; w.throttle < throttleFirst/8 {
+		w.throttle = 0
+	}
 }
 
 // hands counts the times a key changed hands while an acquisition waited:
@@ -63,6 +99,7 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 	if err != nil {
 		return a.failed(ctx, w, err)
 	}
+	w.throughput()
 	v := &w.v
 	*v = view{known: true, raw: item, absent: len(item) == 0}
 	now := a.c.now()

@@ -41,7 +41,8 @@ type Conn struct {
 	stalled     chan struct{} // non-nil while stalled; closed by Heal
 	lose        int           // writes whose answers to lose
 	retry       int           // writes whose answers to lose, then send again
-	throttle    int           // requests to throttle
+	throttle    int           // requests to throttle for the table's capacity
+	hotKey      int           // requests to throttle for their key's partition
 	conflicts   int           // writes that meet a transaction in progress
 	delay       time.Duration // wait before each request reaches the DB
 	hold        time.Duration // between a transaction's two steps
@@ -98,7 +99,7 @@ func (c *Conn) Heal() {
 		close(c.stalled)
 		c.stalled = nil
 	}
-	c.partitioned, c.lose, c.retry, c.throttle, c.conflicts, c.delay, c.hold = false, 0, 0, 0, 0, 0, 0
+	c.partitioned, c.lose, c.retry, c.throttle, c.hotKey, c.conflicts, c.delay, c.hold = false, 0, 0, 0, 0, 0, 0, 0
 	c.mu.Unlock()
 }
 
@@ -170,11 +171,26 @@ func (c *Conn) HoldTransactions(d time.Duration) {
 
 // Throttle makes the next n requests fail with a
 // *types.ProvisionedThroughputExceededException, as DynamoDB answers when a
-// table's capacity is exceeded: nothing is applied. n adds to any
-// throttles still to come; n <= 0 cancels them.
+// provisioned table's capacity is exceeded, with the reason it gives
+// (TableReadProvisionedThroughputExceeded or
+// TableWriteProvisionedThroughputExceeded, on the table's ARN): nothing is
+// applied. n adds to any throttles still to come; n <= 0 cancels them.
 func (c *Conn) Throttle(n int) {
 	c.mu.Lock()
 	c.throttle = addFault(c.throttle, n)
+	c.mu.Unlock()
+}
+
+// ThrottleHotKey makes the next n requests fail as DynamoDB throttles
+// requests to one partition key beyond its partition's limit (a hot key):
+// a *types.ThrottlingException whose reason is
+// TableReadKeyRangeThroughputExceeded or
+// TableWriteKeyRangeThroughputExceeded, on the table's ARN. Only requests
+// of one item (GetItem, PutItem, UpdateItem, DeleteItem) count; nothing is
+// applied. n adds to any still to come; n <= 0 cancels them.
+func (c *Conn) ThrottleHotKey(n int) {
+	c.mu.Lock()
+	c.hotKey = addFault(c.hotKey, n)
 	c.mu.Unlock()
 }
 
@@ -235,20 +251,62 @@ func (c *Conn) before(op string) (time.Duration, <-chan struct{}, error) {
 // arrive decides the fate of a request that reached the DB after its
 // delay: cut off by a partition that started meanwhile, throttled, or (a
 // write, whose answer to a conflict is conflict) meeting a transaction.
-func (c *Conn) arrive(op string, conflict error) error {
+func (c *Conn) arrive(op string, write bool, table string, conflict error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	rw := "Read"
+	if write {
+		rw = "Write"
+	}
 	switch {
 	case c.partitioned:
 		return faults.LostConnection(op)
 	case c.throttle > 0:
 		c.throttle--
-		return faults.ServiceError(op, faults.ProvisionedThroughputExceeded)
+		return faults.Throttled(op, "ProvisionedThroughputExceededException", "Table"+rw+"ProvisionedThroughputExceeded", tableARN(table))
+	case c.hotKey > 0 && itemOp(op):
+		c.hotKey--
+		return faults.Throttled(op, "ThrottlingException", "Table"+rw+"KeyRangeThroughputExceeded", tableARN(table))
 	case c.conflicts > 0 && conflict != nil:
 		c.conflicts--
 		return faults.APIError(op, "dynamolocktest-"+c.name, conflict)
 	}
 	return nil
+}
+
+// tableARN is the ARN DynamoDB names table by in its throttling reasons,
+// in the model's region and account.
+func tableARN(table string) string {
+	return "arn:aws:dynamodb:us-east-1:000000000000:table/" + table
+}
+
+// itemOp reports whether op reads or writes one item by its key: the
+// requests a hot key's partition throttles.
+func itemOp(op string) bool {
+	switch op {
+	case "GetItem", "PutItem", "UpdateItem", "DeleteItem":
+		return true
+	}
+	return false
+}
+
+// tableOf is the table a request names ("" for a transaction's several).
+func tableOf(in any) string {
+	switch in := in.(type) {
+	case *dynamodb.GetItemInput:
+		return aws.ToString(in.TableName)
+	case *dynamodb.PutItemInput:
+		return aws.ToString(in.TableName)
+	case *dynamodb.UpdateItemInput:
+		return aws.ToString(in.TableName)
+	case *dynamodb.DeleteItemInput:
+		return aws.ToString(in.TableName)
+	case *dynamodb.QueryInput:
+		return aws.ToString(in.TableName)
+	case *dynamodb.ScanInput:
+		return aws.ToString(in.TableName)
+	}
+	return ""
 }
 
 // take consumes one of the faults counted by *n, if any is left.
@@ -298,7 +356,7 @@ func do[In, Out any](c *Conn, ctx context.Context, op string, write bool, confli
 			return nil, faults.Canceled(op, ctx.Err())
 		}
 	}
-	if err := c.arrive(op, conflict); err != nil {
+	if err := c.arrive(op, write, tableOf(in), conflict); err != nil {
 		return nil, err
 	}
 	out, err := apply(context.WithoutCancel(ctx), in)

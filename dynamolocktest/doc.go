@@ -31,7 +31,9 @@
 //   - [Conn.LoseAnswersAndRetry]: the next writes land, their answers are
 //     lost, and the SDK's retry meets what they did (a conditional write
 //     fails its condition against its own first attempt).
-//   - [Conn.Throttle]: the next requests are throttled, not applied.
+//   - [Conn.Throttle]: the next requests are throttled for the table's
+//     capacity, not applied; [Conn.ThrottleHotKey]: for their key's
+//     partition. Each carries the reason DynamoDB gives since 2025.
 //   - [Conn.TransactionConflicts]: the next writes meet a transaction in
 //     progress on their item (TransactionConflictException, or a
 //     transaction cancelled with the reason TransactionConflict).
@@ -126,6 +128,6 @@
 // secondary index, a legacy parameter such as Expected) fails with a
 // ValidationException whose message starts "ddbmodel: unsupported", never
 // with a success. It does not model capacity, throttling other than
-// [Conn.Throttle], TTL deletion, DeleteTable, secondary indexes, streams,
+// [Conn.Throttle] and [Conn.ThrottleHotKey], TTL deletion, DeleteTable, secondary indexes, streams,
 // or global tables.
 package dynamolocktest

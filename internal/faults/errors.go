@@ -108,6 +108,23 @@ func ServiceError(op string, k Kind) error {
 	return apiError(op, "faults-injected", status, err)
 }
 
+// Throttled returns the error the SDK returns for op when DynamoDB
+// throttles it and says why, as it does since 2025: a
+// *types.ThrottlingException (code "ThrottlingException", an on-demand
+// table's answer) or a *types.ProvisionedThroughputExceededException (any
+// other code) whose ThrottlingReasons hold reason (for example
+// "TableReadKeyRangeThroughputExceeded") on resource (a table's ARN).
+// Nothing was applied.
+func Throttled(op, code, reason, resource string) error {
+	msg := aws.String("injected by faults")
+	reasons := []types.ThrottlingReason{{Reason: aws.String(reason), Resource: aws.String(resource)}}
+	var err error = &types.ProvisionedThroughputExceededException{Message: msg, ThrottlingReasons: reasons}
+	if code == "ThrottlingException" {
+		err = &types.ThrottlingException{Message: msg, ThrottlingReasons: reasons}
+	}
+	return apiError(op, "faults-injected", 400, err)
+}
+
 // Canceled returns the error the SDK returns for op when the caller's
 // context ends (cause is ctx.Err()) before the answer arrives; it matches
 // cause with errors.Is.

@@ -114,6 +114,12 @@ type ServiceErrors struct {
 	// AfterSend sends the request to DynamoDB first and replaces its answer
 	// with the error: the write lands, the client sees it fail.
 	AfterSend bool
+	// ThrottlingReason, when not empty, is the reason a throttling error
+	// (Throttle, ProvisionedThroughputExceeded) gives in its
+	// ThrottlingReasons, as DynamoDB has since 2025 (for example
+	// "TableWriteKeyRangeThroughputExceeded"); empty gives none, as
+	// DynamoDB did before and DynamoDB Local does.
+	ThrottlingReason string
 
 	once     sync.Once
 	rate     atomic.Uint64 // math.Float64bits of the current rate
@@ -188,8 +194,27 @@ func (s *ServiceErrors) handle(ctx context.Context, in middleware.DeserializeInp
 	if kind == TransactionConflict && awsmiddleware.GetOperationName(ctx) == "TransactWriteItems" {
 		return middleware.DeserializeOutput{RawResponse: cancelledResponse(members(in.Request))}, md, nil
 	}
+	if s.ThrottlingReason != "" && (kind == Throttle || kind == ProvisionedThroughputExceeded) {
+		return middleware.DeserializeOutput{RawResponse: throttledResponse(kind, s.ThrottlingReason)}, md, nil
+	}
 	return middleware.DeserializeOutput{RawResponse: errorResponse(kind)}, md, nil
 }
+
+// throttledResponse is DynamoDB's answer of kind (a throttling error) with
+// the reason it gives, on a table of the faults package's.
+func throttledResponse(k Kind, reason string) *smithyhttp.Response {
+	status, code := k.response()
+	body, _ := json.Marshal(map[string]any{
+		"__type":            "com.amazonaws.dynamodb.v20120810#" + code,
+		"message":           "injected by faults.ServiceErrors",
+		"ThrottlingReasons": []map[string]string{{"reason": reason, "resource": FaultsTableARN}},
+	})
+	return jsonResponse(status, string(body))
+}
+
+// FaultsTableARN is the resource a throttling reason the faults package
+// injects names.
+const FaultsTableARN = "arn:aws:dynamodb:us-east-1:000000000000:table/faults"
 
 // members counts the members of a TransactWriteItems request (1 when the
 // body cannot be read), leaving the body to be sent.
