@@ -190,6 +190,7 @@ type acquireLockOptions struct {
 	failIfLocked            bool
 	deleteLockOnRelease     bool
 	refreshPeriod           time.Duration
+	refreshGiven            bool // WithRefreshPeriod was given: a budget the caller chose (see acquireKey)
 	additionalTimeToWait    time.Duration
 	additionalTimeToWaitSet bool // WithAdditionalTimeToWaitForLock was given
 	additionalAttributes    map[string]types.AttributeValue
@@ -282,8 +283,17 @@ func WithDeleteLockOnRelease() AcquireLockOption {
 // WithRefreshPeriod sets the pace at which a waiting acquisition polls the
 // item. Default: [DefaultRefreshPeriod] (1s); must be positive.
 //
+// Given to a plain AcquireLock (not [WithFairness]), it is a budget the
+// caller chose, as in dynamolock v2: the call polls the item once every d
+// and takes no place in the key's queue, so it writes nothing into the
+// item while it waits; n such waiters read the key n/d times a second
+// (400 a second for 8 waiters at 20 ms: on a hot key these reads cost less
+// than places' writes, and take a release in another process within d).
+// Without it, the waiters poll by rank in the key's queue, as below.
+//
 // A waiter that holds a place in the key's queue (every waiting
-// AcquireLock but a FailIfLocked one, a fair semaphore's) polls by its
+// AcquireLock without this option but a FailIfLocked one, a fair one, a
+// fair semaphore's) polls by its
 // rank in it, so that another process's release is taken within one poll
 // of the queue's head, and the key's reads stay bounded whatever the
 // number of waiters (docs/ENGINE.md, "Polling by rank"): the head polls at
@@ -299,7 +309,7 @@ func WithDeleteLockOnRelease() AcquireLockOption {
 // a tenth of d unless [WithRefreshJitter] says otherwise, and a waiter
 // also wakes when its holder could turn stale and when its wait ends.
 func WithRefreshPeriod(d time.Duration) AcquireLockOption {
-	return func(o *acquireLockOptions) { o.refreshPeriod = d }
+	return func(o *acquireLockOptions) { o.refreshPeriod, o.refreshGiven = d, true }
 }
 
 // WithAdditionalTimeToWaitForLock sets how long, beyond the holder's lease,

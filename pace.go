@@ -64,12 +64,18 @@ func headCap(n int, refresh time.Duration) time.Duration {
 // and since when, and the fencing tokens over time (one per acquisition).
 type pace struct {
 	owner   string // the holder seen ("": free) and its fencing token (a released item's, when free)
+	held    string // the last holder seen, free or not
 	token   uint64
 	since   time.Time // when this call first saw that holder (or the key free)
 	firstAt time.Time // the first token seen, and when
 	first   uint64
 	lastAt  time.Time // the last token seen, and when
 	last    uint64
+	// chain counts the holders seen in a row, after the first, with the
+	// owner of the one before (new fencing tokens of one owner): a process
+	// handing the key from one of its callers to the next (here.go's
+	// same-process hand-over) rather than releasing it to the queue.
+	chain int
 }
 
 // observe records the holder an answer showed (nil: no item). A key
@@ -84,6 +90,16 @@ func (p *pace) observe(rec *lockRecord, now time.Time) {
 		}
 	}
 	if owner != p.owner || token != p.token || p.since.IsZero() {
+		switch {
+		case owner == "":
+		case owner == p.held:
+			p.chain++
+		default:
+			p.chain = 0
+		}
+		if owner != "" {
+			p.held = owner
+		}
 		p.owner, p.token, p.since = owner, token, now
 	}
 	if rec == nil || rec.fencingToken == 0 {
