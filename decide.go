@@ -63,6 +63,10 @@ type decision struct {
 	// read is due: the renewal goes without a read first (its answer shows
 	// the item).
 	renew bool
+	// rewrite: a read before this call writes again over its own write
+	// whose lease ran out before its answer came; no holder is waited
+	// for, so no place in the key's queue is taken or kept for it.
+	rewrite bool
 }
 
 // decideInput is everything the decision looks at.
@@ -119,7 +123,9 @@ func decide(in decideInput) decision {
 			if in.now.Before(a.sent.Add(a.lease)) {
 				return decision{step: stepClaim, claim: rec.rvn}
 			}
-			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
+			// Ours, but its lease is over: take it anew (rewriteOwn).
+			return rewriteOwn(a, in.now, in.start, in.deadline, in.o.refreshPeriod, len(in.attempts), in.key,
+				decision{step: stepWrite, takeover: rec.rvn})
 		}
 		if in.o.reentrant && !in.inFlightHere && (rec.session == "" || rec.session == in.ownSession) {
 			// A lock of another live session is not adoptable: its holder
@@ -169,4 +175,27 @@ func heldByUs(holder, owner string) string {
 		return ""
 	}
 	return " (this client's own owner name: the key is held by this client or another with the same owner; use WithReentrant to get the held lock)"
+}
+
+// rewriteOwn decides on an item that carries a write of this call (a)
+// whose lease ran out before its answer came (a pause, a slow network) or
+// while the answer was lost: write it anew (write), no sooner than a
+// refresh period after a was sent, and past the wait's end (deadline;
+// zero: none) only when a was the call's one write (writes). When every
+// answer comes after the lease it granted (a lease shorter than a round
+// trip), the writes are so paced as polls are, and the call ends when its
+// wait does, saying why, instead of writing back to back.
+func rewriteOwn(a attempt, now, start, deadline time.Time, refresh time.Duration, writes int, key string, write decision) decision {
+	if !deadline.IsZero() && !now.Before(deadline) && writes > 1 {
+		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: now.Sub(start)},
+			"key %q: the answer to this call's write came after the lease it granted (%s) had run out; "+
+				"a lease must outlast the round trips to DynamoDB of the acquisition that takes it", key, a.lease)}
+	}
+	if next := a.sent.Add(refresh); now.Before(next) {
+		if !deadline.IsZero() {
+			next = earliest(next, deadline)
+		}
+		return decision{step: stepRead, at: next, rewrite: true}
+	}
+	return write
 }

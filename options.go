@@ -81,15 +81,23 @@ func WithOwnerName(s string) ClientOption {
 
 // WithLeaseDuration sets how long a lock stays valid after its last
 // heartbeat. Default: [DefaultLeaseDuration] (20s). It must be at least
-// twice the heartbeat period.
+// twice the heartbeat period, and at least 100ms: a lease must outlast the
+// write that grants it and the renewals that keep it, several round trips
+// to DynamoDB. A shorter one is refused by New with an
+// *[InvalidArgumentError] that says which duration was likely meant (a
+// bare number is nanoseconds: WithLeaseDuration(10) is 10ns, and the
+// error asks whether 10*time.Second was meant).
 func WithLeaseDuration(d time.Duration) ClientOption {
 	return func(c *Client) { c.cfg.leaseDuration, c.cfg.leaseSet = d, true }
 }
 
 // WithHeartbeatPeriod sets how often the client renews every lock it holds.
 // Default: [DefaultHeartbeatPeriod] (5s). Zero disables background heartbeats
-// (see [DisableHeartbeat]); otherwise it must be positive and at most half
-// the lease duration.
+// (see [DisableHeartbeat]); otherwise it must be at least 50ms and at most
+// half the lease duration. Each renewal is one billed write per held lock
+// (20 a second at 50ms); 50ms is half the shortest lease, and no period
+// under it can have been meant (WithHeartbeatPeriod(5) is 5ns: New refuses
+// it, asking whether 5*time.Second was meant).
 func WithHeartbeatPeriod(d time.Duration) ClientOption {
 	return func(c *Client) { c.cfg.heartbeatPeriod, c.cfg.heartbeatSet = d, true }
 }
@@ -232,9 +240,9 @@ func WithSortKeyValue(value string) AcquireLockOption {
 
 // WithLockLease gives this lock a lease of d instead of the client's
 // [WithLeaseDuration] (node-redlock's per-lock duration). Heartbeats renew
-// it with d, and [Lock.LeaseDuration] reports it. d must be positive and at
-// least twice the client's heartbeat period (a 0 is refused, not read as
-// "the client's lease").
+// it with d, and [Lock.LeaseDuration] reports it. d must be at least 100ms
+// (as [WithLeaseDuration]'s) and at least twice the client's heartbeat
+// period (a 0 is refused, not read as "the client's lease").
 func WithLockLease(d time.Duration) AcquireLockOption {
 	return func(o *acquireLockOptions) { o.lease, o.leaseSet = d, true }
 }
@@ -280,7 +288,9 @@ func WithDeleteLockOnRelease() AcquireLockOption {
 }
 
 // WithRefreshPeriod sets the pace at which a waiting acquisition polls the
-// item. Default: [DefaultRefreshPeriod] (1s); must be positive.
+// item. Default: [DefaultRefreshPeriod] (1s); must be at least 1ms (a poll
+// takes a round trip to DynamoDB; WithRefreshPeriod(100) is 100ns, which
+// the acquisition refuses, asking whether 100*time.Millisecond was meant).
 //
 // A waiter that holds a place in the key's queue (every waiting
 // AcquireLock but a FailIfLocked one, a fair semaphore's) polls by its
@@ -308,7 +318,9 @@ func WithRefreshPeriod(d time.Duration) AcquireLockOption {
 // Default: [DefaultAdditionalTimeToWaitForLock] (1s) for
 // [Client.AcquireLockWithContext]; [Client.Do], [Client.AcquireLocks] and
 // [Semaphore.Acquire] without it wait as long as their context allows.
-// Must not be negative.
+// 0 adds nothing to the holder's lease; otherwise it must be at least 1ms
+// (WithAdditionalTimeToWaitForLock(5) is 5ns, which the acquisition
+// refuses, asking whether 5*time.Second was meant).
 func WithAdditionalTimeToWaitForLock(d time.Duration) AcquireLockOption {
 	return func(o *acquireLockOptions) { o.additionalTimeToWait, o.additionalTimeToWaitSet = d, true }
 }
@@ -413,7 +425,8 @@ func UnsafeMatchOwnerOnly() SendHeartbeatOption {
 // WithLeaseDurationToEnsure makes the heartbeat write d as the lock's lease
 // instead of the client's lease duration (Amazon's Java client's
 // SendHeartbeatOptions.leaseDurationToEnsure). Later background heartbeats
-// keep d. d must be positive and at least twice the heartbeat period.
+// keep d. d must be at least 100ms (as [WithLeaseDuration]'s) and at least
+// twice the heartbeat period.
 func WithLeaseDurationToEnsure(d time.Duration) SendHeartbeatOption {
 	return func(o *sendHeartbeatOptions) { o.leaseDurationToEnsure, o.leaseToEnsureSet = d, true }
 }
