@@ -87,6 +87,11 @@ type decideInput struct {
 	// inFlightHere: the item's RVN is being written by another acquisition
 	// of this client, whose answer has not come yet: not ours to take.
 	inFlightHere bool
+	// heldHere: an item naming this client's owner is this client's: it
+	// holds a lock on the key, or an acquisition of it is writing the
+	// item's RVN. Otherwise another client with the same owner name holds
+	// it, which the errors say (and advise no WithReentrant for).
+	heldHere bool
 	// handsChanged is how many times the key changed hands while this
 	// call waited (for the timeout's message).
 	handsChanged int
@@ -154,14 +159,14 @@ func decide(in decideInput) decision {
 		return decision{step: stepWrite, takeover: rec.rvn, stale: true, endSessions: end}
 	case in.o.failIfLocked:
 		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: lease, ownOwner: rec.owner == in.owner,
-			sessionHeld: rec.session != "" && rec.session != in.ownSession}, "FailIfLocked")}
+			heldHere: in.heldHere, sessionHeld: rec.session != "" && rec.session != in.ownSession}, "FailIfLocked")}
 	case !in.now.Before(in.deadline):
 		te := &TimeoutError{Age: in.now.Sub(in.start)}
 		if in.handsChanged > 0 {
 			return decision{step: stepFail, err: notGranted(te, "key %q changed hands %d times while this call waited; held by owner %q at the end%s",
-				in.key, in.handsChanged, rec.owner, heldByUs(rec.owner, in.owner))}
+				in.key, in.handsChanged, rec.owner, heldByUs(rec.owner, in.owner, in.heldHere))}
 		}
-		return decision{step: stepFail, err: notGranted(te, "key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner))}
+		return decision{step: stepFail, err: notGranted(te, "key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner, in.heldHere))}
 	}
 	// Poll once a refresh period, but wake exactly when the item could
 	// become stale or the wait ends.
@@ -170,11 +175,17 @@ func decide(in decideInput) decision {
 	return decision{step: stepRead, at: earliest(at, due), due: due, end: in.deadline}
 }
 
-func heldByUs(holder, owner string) string {
-	if holder != owner {
+// heldByUs explains, in a timeout's message, a holder named as this
+// client (owner): this client itself (here), or another client with the
+// same owner name, for which the fix is not WithReentrant.
+func heldByUs(holder, owner string, here bool) string {
+	switch {
+	case holder != owner:
 		return ""
+	case here:
+		return " (this client's own owner name: " + heldHereAdvice + ")"
 	}
-	return " (this client's own owner name: the key is held by this client or another with the same owner; use WithReentrant to get the held lock)"
+	return " (this client's own owner name, " + sameOwnerAdvice + ")"
 }
 
 // rewriteOwn decides on an item that carries a write of this call (a)

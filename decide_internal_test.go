@@ -26,6 +26,7 @@ func TestDecide(t *testing.T) {
 		attempts map[string]attempt
 		clock    time.Time // stored expiry + bound, when set
 		hands    int       // times the key changed hands during the wait
+		here     bool      // heldHere
 		want     decision
 		wantErr  string // substring of the error of a stepFail
 	}{
@@ -54,9 +55,13 @@ func TestDecide(t *testing.T) {
 			o: &acquireLockOptions{refreshPeriod: time.Second, reentrant: true}, want: decision{step: stepWrite, takeover: "old", reentrant: true}},
 		{name: "our owner name, not reentrant: waits like for anyone", v: holder("me", "old"), now: t0,
 			want: decision{step: stepRead, at: t0.Add(900 * time.Millisecond), due: t0.Add(3 * time.Second), end: t0.Add(3 * time.Second)}},
-		{name: "our owner name, not reentrant, deadline: names WithReentrant", v: holder("me", "old"), now: t0.Add(5 * time.Second),
+		{name: "our owner name, held by this client, deadline: names WithReentrant", v: holder("me", "old"), now: t0.Add(5 * time.Second), here: true,
 			o:    &acquireLockOptions{refreshPeriod: time.Second, additionalTimeToWait: 0},
-			want: decision{step: stepFail}, wantErr: "WithReentrant"},
+			want: decision{step: stepFail}, wantErr: "held by this client; release it first, or use WithReentrant to get the held lock"},
+		{name: "our owner name, held by another client, deadline: names distinct owner names", v: holder("me", "old"), now: t0.Add(5 * time.Second),
+			o:    &acquireLockOptions{refreshPeriod: time.Second, additionalTimeToWait: 0},
+			want: decision{step: stepFail}, wantErr: "but not by this client: another client (a replica in another process, or another Client here) uses the same owner name; " +
+				"give each process its own owner name (WithOwnerName), and use WithReentrant only for a lock this very process holds"},
 		{name: "holder unchanged for its lease: take over", v: holder("other", "r1"), now: t0.Add(lease),
 			want: decision{step: stepWrite, takeover: "r1", stale: true}},
 		{name: "stored expiry plus bound passed: take over", v: holder("other", "r1"), now: t0.Add(2 * time.Second), clock: t0.Add(time.Second),
@@ -92,7 +97,7 @@ func TestDecide(t *testing.T) {
 			}
 			in := decideInput{view: tc.v, now: tc.now, start: t0, key: "k", owner: "me", attempts: tc.attempts, o: o,
 				deadline: t0.Add(o.additionalTimeToWait + 2*time.Second), jitter: 100 * time.Millisecond,
-				staleByClock: tc.clock, hasClockExpiry: !tc.clock.IsZero(), handsChanged: tc.hands}
+				staleByClock: tc.clock, hasClockExpiry: !tc.clock.IsZero(), handsChanged: tc.hands, heldHere: tc.here}
 			got := decide(in)
 			if tc.wantErr != "" {
 				if got.step != stepFail || got.err == nil || !strings.Contains(got.err.Error(), tc.wantErr) {

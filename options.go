@@ -73,8 +73,11 @@ func WithMaxLockObservationCacheSize(n int) ClientOption {
 
 // WithOwnerName sets the owner name written into every lock this client
 // acquires. Two clients must never share an owner name unless they are
-// meant to share locks. Default: the host name and a random UUID, apart
-// ("web-1/1f3b0c2e-...").
+// meant to share locks: replicas configured alike (WithOwnerName("worker")
+// on every host) each need their own, such as the host name and the
+// process id, or the default. An acquisition that finds the key held under
+// its own owner name by another client says so in its error. Default: the
+// host name and a random UUID, apart ("web-1/1f3b0c2e-...").
 func WithOwnerName(s string) ClientOption {
 	return func(c *Client) { c.cfg.ownerName = s }
 }
@@ -342,7 +345,13 @@ func WithAcquireOnlyIfLockAlreadyExists() AcquireLockOption {
 
 // WithReentrant makes an acquisition of a key that this client already
 // holds return the held *Lock at once, with no DynamoDB call; and one of a
-// key whose item already names this client's owner take it over at once.
+// key whose item already names this client's owner take it over at once
+// (Amazon's Java client's reentrancy). Use it only for a lock this very
+// process holds through this client: an item that names the owner because
+// another client was given the same owner name (a replica in another
+// process) is taken from that client while it still holds it, and two
+// holders then work at once. Owner names unique per process
+// ([WithOwnerName]'s default) keep that from happening.
 func WithReentrant() AcquireLockOption {
 	return func(o *acquireLockOptions) { o.reentrant = true }
 }
