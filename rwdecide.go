@@ -391,7 +391,7 @@ func rwOwnGrant(in rwInput) (decision, bool) {
 		// Ours, but its lease is over: it counts as a dead reader, and the
 		// next grant writes the entry anew, paced as rewriteOwn says.
 		if ok {
-			if d := rewriteOwn(a, in.now, in.start, in.deadline, in.refresh, len(in.attempts), in.name, decision{}); d.step != stepWrite {
+			if d := rewriteOwn(a, in.now, in.start, in.deadline, in.refresh, len(in.attempts), in.name, decision{step: stepWrite}); d.step != stepWrite {
 				return d, true
 			}
 		}
