@@ -33,11 +33,17 @@ const forever = time.Duration(1<<63 - 1)
 // checkAcquireOptions reports what is wrong with o, as the caller gave it;
 // it changes nothing.
 func (c *Client) checkAcquireOptions(o *acquireLockOptions) error {
-	if o.refreshPeriod <= 0 {
+	switch {
+	case o.refreshPeriod <= 0:
 		return invalid("WithRefreshPeriod", o.refreshPeriod, "must be positive")
-	}
-	if o.additionalTimeToWait < 0 {
+	case o.refreshPeriod < minRefreshPeriod:
+		return tooShort("WithRefreshPeriod", o.refreshPeriod, minRefreshPeriod, time.Minute, DefaultRefreshPeriod,
+			"a poll takes a round trip to DynamoDB, so a shorter pace only polls back to back")
+	case o.additionalTimeToWait < 0:
 		return invalid("WithAdditionalTimeToWaitForLock", o.additionalTimeToWait, "must not be negative")
+	case o.additionalTimeToWait > 0 && o.additionalTimeToWait < minAdditionalWait:
+		return tooShort("WithAdditionalTimeToWaitForLock", o.additionalTimeToWait, minAdditionalWait, 24*time.Hour, DefaultAdditionalTimeToWaitForLock,
+			"a wait shorter than a round trip to DynamoDB cannot have been meant (0 adds no wait to the holder's lease)")
 	}
 	if o.jitterSet && (o.refreshJitter < 0 || o.refreshJitter > o.refreshPeriod) {
 		return invalid("WithRefreshJitter", o.refreshJitter, "must lie between 0 and the refresh period %s", o.refreshPeriod)
@@ -48,6 +54,8 @@ func (c *Client) checkAcquireOptions(o *acquireLockOptions) error {
 		lease = c.cfg.leaseDuration
 	case lease <= 0:
 		return invalid("WithLockLease", o.lease, "must be positive")
+	case lease < minLease:
+		return tooShort("WithLockLease", o.lease, minLease, 24*time.Hour, c.cfg.leaseDuration, leaseFloorWhy)
 	case c.cfg.heartbeatPeriod > 0 && lease/2 < c.cfg.heartbeatPeriod:
 		return invalid("WithLockLease", o.lease, "must be at least twice %s", c.cfg.heartbeatPeriodText())
 	}

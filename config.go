@@ -94,8 +94,13 @@ func (c *config) check() error {
 		return invalid("WithSortKey name", c.sortKeyName, "is an attribute the lock itself uses")
 	case c.leaseDuration <= 0:
 		return invalid("WithLeaseDuration", c.leaseDuration, "must be positive")
+	case c.leaseDuration < minLease:
+		return tooShort("WithLeaseDuration", c.leaseDuration, minLease, 24*time.Hour, DefaultLeaseDuration, leaseFloorWhy)
 	case c.heartbeatPeriod < 0:
 		return invalid("WithHeartbeatPeriod", c.heartbeatPeriod, "must not be negative (0 disables heartbeats)")
+	case c.heartbeatPeriod > 0 && c.heartbeatPeriod < minHeartbeatPeriod:
+		return tooShort("WithHeartbeatPeriod", c.heartbeatPeriod, minHeartbeatPeriod, c.leaseDuration/2, DefaultHeartbeatPeriod,
+			"each renewal is a billed write of every held lock, 20 a second at that period (0 disables heartbeats)")
 	case c.heartbeatPeriod > 0 && c.leaseDuration/2 < c.heartbeatPeriod:
 		return c.leaseHeartbeatMismatch()
 	case c.heartbeatConcurrency < 1 || c.heartbeatConcurrency > 1024:

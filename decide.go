@@ -63,6 +63,10 @@ type decision struct {
 	// read is due: the renewal goes without a read first (its answer shows
 	// the item).
 	renew bool
+	// rewrite: a read before this call writes again over its own write
+	// whose lease ran out before its answer came; no holder is waited
+	// for, so no place in the key's queue is taken or kept for it.
+	rewrite bool
 }
 
 // decideInput is everything the decision looks at.
@@ -83,6 +87,11 @@ type decideInput struct {
 	// inFlightHere: the item's RVN is being written by another acquisition
 	// of this client, whose answer has not come yet: not ours to take.
 	inFlightHere bool
+	// heldHere: an item naming this client's owner is this client's: it
+	// holds a lock on the key, or an acquisition of it is writing the
+	// item's RVN. Otherwise another client with the same owner name holds
+	// it, which the errors say (and advise no WithReentrant for).
+	heldHere bool
 	// handsChanged is how many times the key changed hands while this
 	// call waited (for the timeout's message).
 	handsChanged int
@@ -119,7 +128,9 @@ func decide(in decideInput) decision {
 			if in.now.Before(a.sent.Add(a.lease)) {
 				return decision{step: stepClaim, claim: rec.rvn}
 			}
-			return decision{step: stepWrite, takeover: rec.rvn} // ours, but its lease is over: take it anew
+			// Ours, but its lease is over: take it anew (rewriteOwn).
+			return rewriteOwn(a, in.now, in.start, in.deadline, in.o.refreshPeriod, len(in.attempts), in.key,
+				decision{step: stepWrite, takeover: rec.rvn})
 		}
 		if in.o.reentrant && !in.inFlightHere && (rec.session == "" || rec.session == in.ownSession) {
 			// A lock of another live session is not adoptable: its holder
@@ -148,14 +159,14 @@ func decide(in decideInput) decision {
 		return decision{step: stepWrite, takeover: rec.rvn, stale: true, endSessions: end}
 	case in.o.failIfLocked:
 		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: lease, ownOwner: rec.owner == in.owner,
-			sessionHeld: rec.session != "" && rec.session != in.ownSession}, "FailIfLocked")}
+			heldHere: in.heldHere, sessionHeld: rec.session != "" && rec.session != in.ownSession}, "FailIfLocked")}
 	case !in.now.Before(in.deadline):
 		te := &TimeoutError{Age: in.now.Sub(in.start)}
 		if in.handsChanged > 0 {
 			return decision{step: stepFail, err: notGranted(te, "key %q changed hands %d times while this call waited; held by owner %q at the end%s",
-				in.key, in.handsChanged, rec.owner, heldByUs(rec.owner, in.owner))}
+				in.key, in.handsChanged, rec.owner, heldByUs(rec.owner, in.owner, in.heldHere))}
 		}
-		return decision{step: stepFail, err: notGranted(te, "key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner))}
+		return decision{step: stepFail, err: notGranted(te, "key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner, in.heldHere))}
 	}
 	// Poll once a refresh period, but wake exactly when the item could
 	// become stale or the wait ends.
@@ -164,9 +175,38 @@ func decide(in decideInput) decision {
 	return decision{step: stepRead, at: earliest(at, due), due: due, end: in.deadline}
 }
 
-func heldByUs(holder, owner string) string {
-	if holder != owner {
+// heldByUs explains, in a timeout's message, a holder named as this
+// client (owner): this client itself (here), or another client with the
+// same owner name, for which the fix is not WithReentrant.
+func heldByUs(holder, owner string, here bool) string {
+	switch {
+	case holder != owner:
 		return ""
+	case here:
+		return " (this client's own owner name: " + heldHereAdvice + ")"
 	}
-	return " (this client's own owner name: the key is held by this client or another with the same owner; use WithReentrant to get the held lock)"
+	return " (this client's own owner name, " + sameOwnerAdvice + ")"
+}
+
+// rewriteOwn decides on an item that carries a write of this call (a)
+// whose lease ran out before its answer came (a pause, a slow network) or
+// while the answer was lost: write it anew (write), no sooner than a
+// refresh period after a was sent, and past the wait's end (deadline;
+// zero: none) only when a was the call's one write (writes). When every
+// answer comes after the lease it granted (a lease shorter than a round
+// trip), the writes are so paced as polls are, and the call ends when its
+// wait does, saying why, instead of writing back to back.
+func rewriteOwn(a attempt, now, start, deadline time.Time, refresh time.Duration, writes int, key string, write decision) decision {
+	if !deadline.IsZero() && !now.Before(deadline) && writes > 1 {
+		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: now.Sub(start)},
+			"key %q: the answer to this call's write came after the lease it granted (%s) had run out; "+
+				"a lease must outlast the round trips to DynamoDB of the acquisition that takes it", key, a.lease)}
+	}
+	if next := a.sent.Add(refresh); now.Before(next) {
+		if !deadline.IsZero() {
+			next = earliest(next, deadline)
+		}
+		return decision{step: stepRead, at: next, rewrite: true}
+	}
+	return write
 }

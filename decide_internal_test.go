@@ -26,6 +26,7 @@ func TestDecide(t *testing.T) {
 		attempts map[string]attempt
 		clock    time.Time // stored expiry + bound, when set
 		hands    int       // times the key changed hands during the wait
+		here     bool      // heldHere
 		want     decision
 		wantErr  string // substring of the error of a stepFail
 	}{
@@ -45,13 +46,22 @@ func TestDecide(t *testing.T) {
 			attempts: map[string]attempt{"mine": {sent: t0, lease: lease}}, want: decision{step: stepClaim, claim: "mine"}},
 		{name: "our own write landed, its lease over: take it anew", v: holder("me", "mine"), now: t0.Add(lease),
 			attempts: map[string]attempt{"mine": {sent: t0, lease: lease}}, want: decision{step: stepWrite, takeover: "mine"}},
+		{name: "our own write landed, its lease over within a refresh period of it: wait, then read", v: holder("me", "mine"), now: t0.Add(300 * time.Millisecond),
+			attempts: map[string]attempt{"mine": {sent: t0, lease: 200 * time.Millisecond}}, want: decision{step: stepRead, at: t0.Add(time.Second), rewrite: true}},
+		{name: "our own rewrite landed after its lease too, past the deadline: give up, naming the lease", v: holder("me", "mine2"), now: t0.Add(4 * time.Second),
+			attempts: map[string]attempt{"mine": {sent: t0, lease: 200 * time.Millisecond}, "mine2": {sent: t0.Add(2 * time.Second), lease: 200 * time.Millisecond}},
+			want:     decision{step: stepFail}, wantErr: "came after the lease it granted (200ms) had run out"},
 		{name: "our owner name, reentrant: take it", v: holder("me", "old"), now: t0,
 			o: &acquireLockOptions{refreshPeriod: time.Second, reentrant: true}, want: decision{step: stepWrite, takeover: "old", reentrant: true}},
 		{name: "our owner name, not reentrant: waits like for anyone", v: holder("me", "old"), now: t0,
 			want: decision{step: stepRead, at: t0.Add(900 * time.Millisecond), due: t0.Add(3 * time.Second), end: t0.Add(3 * time.Second)}},
-		{name: "our owner name, not reentrant, deadline: names WithReentrant", v: holder("me", "old"), now: t0.Add(5 * time.Second),
+		{name: "our owner name, held by this client, deadline: names WithReentrant", v: holder("me", "old"), now: t0.Add(5 * time.Second), here: true,
 			o:    &acquireLockOptions{refreshPeriod: time.Second, additionalTimeToWait: 0},
-			want: decision{step: stepFail}, wantErr: "WithReentrant"},
+			want: decision{step: stepFail}, wantErr: "held by this client; release it first, or use WithReentrant to get the held lock"},
+		{name: "our owner name, held by another client, deadline: names distinct owner names", v: holder("me", "old"), now: t0.Add(5 * time.Second),
+			o:    &acquireLockOptions{refreshPeriod: time.Second, additionalTimeToWait: 0},
+			want: decision{step: stepFail}, wantErr: "but not by this client: another client (a replica in another process, or another Client here) uses the same owner name; " +
+				"give each process its own owner name (WithOwnerName), and use WithReentrant only for a lock this very process holds"},
 		{name: "holder unchanged for its lease: take over", v: holder("other", "r1"), now: t0.Add(lease),
 			want: decision{step: stepWrite, takeover: "r1", stale: true}},
 		{name: "stored expiry plus bound passed: take over", v: holder("other", "r1"), now: t0.Add(2 * time.Second), clock: t0.Add(time.Second),
@@ -87,7 +97,7 @@ func TestDecide(t *testing.T) {
 			}
 			in := decideInput{view: tc.v, now: tc.now, start: t0, key: "k", owner: "me", attempts: tc.attempts, o: o,
 				deadline: t0.Add(o.additionalTimeToWait + 2*time.Second), jitter: 100 * time.Millisecond,
-				staleByClock: tc.clock, hasClockExpiry: !tc.clock.IsZero(), handsChanged: tc.hands}
+				staleByClock: tc.clock, hasClockExpiry: !tc.clock.IsZero(), handsChanged: tc.hands, heldHere: tc.here}
 			got := decide(in)
 			if tc.wantErr != "" {
 				if got.step != stepFail || got.err == nil || !strings.Contains(got.err.Error(), tc.wantErr) {

@@ -233,15 +233,19 @@ func (e *TimeoutError) Error() string {
 }
 
 // LockHeldError tells who holds a lock that could not be acquired. When
-// Owner is the acquiring client's own owner name (the key is held by this
-// client, or by another with the same owner name), the message says so and
-// names [WithReentrant].
+// Owner is the acquiring client's own owner name, the message says which
+// of two cases it is: the key is held by this very client (release it
+// first, or get the held lock with [WithReentrant]), or by another client
+// configured with the same owner name, a replica in another process say
+// (give each process its own owner name with [WithOwnerName]:
+// WithReentrant would take the lock from that holder while it holds it).
 type LockHeldError struct {
 	Key           string
 	Owner         string
 	LeaseDuration time.Duration
 
 	ownOwner bool // Owner is the acquiring client's own owner name
+	heldHere bool // with ownOwner: this client holds the key (or is writing it)
 	// sessionHeld: the key is held by another client's session, which no
 	// other client adopts, WithReentrant or not.
 	sessionHeld bool
@@ -252,11 +256,23 @@ func (e *LockHeldError) Error() string {
 	switch {
 	case e.ownOwner && e.sessionHeld:
 		s += ", this client's own owner name, through another client's live session: a session's lock is not adopted by another client, even WithReentrant; it is free once that session ends"
+	case e.ownOwner && e.heldHere:
+		s += ", this client's own owner name: " + heldHereAdvice
 	case e.ownOwner:
-		s += ", this client's own owner name: the key is held by this client (or another with the same owner name); use WithReentrant to get the held lock"
+		s += ", this client's own owner name, " + sameOwnerAdvice
 	}
 	return s
 }
+
+// The advice for a key held under the acquiring client's own owner name:
+// by this very client, or by another client with the same owner name
+// (where WithReentrant would break mutual exclusion).
+const (
+	heldHereAdvice  = "the key is held by this client; release it first, or use WithReentrant to get the held lock"
+	sameOwnerAdvice = "but not by this client: another client (a replica in another process, or another Client here) uses the same owner name; " +
+		"give each process its own owner name (WithOwnerName), and use WithReentrant only for a lock this very process holds through this client " +
+		"(here it would take the lock from a holder that still holds it)"
+)
 
 // LockLostError reports that a held lock was lost. It matches [ErrLockLost]
 // and its Cause with [errors.Is]. The Cause is one of:

@@ -226,7 +226,7 @@ type queueWrite struct {
 // [Semaphore.Acquire]): v is then that item, whichever slot w is.
 func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.Time) decision {
 	f, v := a.fairOf(w), a.queueView(w)
-	if f == nil || d.step == stepClaim || d.step == stepFail {
+	if f == nil || d.step == stepClaim || d.step == stepFail || d.rewrite {
 		return d
 	}
 	if !v.known {

@@ -90,7 +90,7 @@ func FuzzNewOptions(f *testing.F) {
 		// The documented rules.
 		invalid := !fuzzTableName.MatchString(table) || pk == "" ||
 			(useSortKey && (skName == "" || skName == pk || len(skValue) > 1024)) ||
-			lease <= 0 || heartbeat < 0 || (heartbeat > 0 && heartbeat > lease/2) ||
+			lease < int64(100*time.Millisecond) || heartbeat < 0 || (heartbeat > 0 && (heartbeat < int64(50*time.Millisecond) || heartbeat > lease/2)) ||
 			concurrency < 1 || concurrency > 1024 || skew < 0 ||
 			(ttl != "" && (ttl == pk || ttl == skName || isLockAttribute(ttl)))
 		if err != nil {
@@ -142,7 +142,8 @@ func FuzzAcquireOptions(f *testing.F) {
 		before := callCount(db)
 		_, err := c.AcquireLockWithContext(context.Background(), key, opts...)
 		calls := callCount(db) - before
-		invalid := key == "" || len(key) > 2048 || refresh <= 0 || additionalWait < 0 ||
+		invalid := key == "" || len(key) > 2048 || refresh < int64(time.Millisecond) || additionalWait < 0 ||
+			(additionalWait > 0 && additionalWait < int64(time.Millisecond)) ||
 			attrName == "key" || isLockAttribute(attrName) ||
 			(useMonitor && safeTime <= 0) ||
 			len(data) > 400*1024
@@ -210,7 +211,7 @@ func FuzzHeartbeatOptions(f *testing.F) {
 		before := callCount(db)
 		err = c.SendHeartbeatWithContext(context.Background(), l, opts...)
 		calls := callCount(db) - before
-		invalid := retries < 0 || retryWait < 0 || leaseToEnsure <= 0 || (deleteData && replaceData) || len(data) > 400*1024
+		invalid := retries < 0 || retryWait < 0 || leaseToEnsure < int64(100*time.Millisecond) || (deleteData && replaceData) || len(data) > 400*1024
 		borderline := len(data) > 400*1024-4096 && len(data) <= 400*1024
 		if err != nil {
 			checkInvalid(t, err, "SendHeartbeat")

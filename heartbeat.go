@@ -64,6 +64,8 @@ func (c *Client) SendHeartbeatWithContext(ctx context.Context, lock *Lock, opts 
 		return invalid("HeartbeatRetries", o.retryWait, "wait must not be negative")
 	case o.leaseToEnsureSet && o.leaseDurationToEnsure <= 0:
 		return invalid("WithLeaseDurationToEnsure", o.leaseDurationToEnsure, "must be positive")
+	case o.leaseToEnsureSet && o.leaseDurationToEnsure < minLease:
+		return tooShort("WithLeaseDurationToEnsure", o.leaseDurationToEnsure, minLease, 24*time.Hour, c.cfg.leaseDuration, leaseFloorWhy)
 	case o.leaseToEnsureSet && o.leaseDurationToEnsure/2 < c.cfg.heartbeatPeriod:
 		return invalid("WithLeaseDurationToEnsure", o.leaseDurationToEnsure,
 			"must be at least twice %s", c.cfg.heartbeatPeriodText())

@@ -34,6 +34,9 @@ func (exclusive) decide(ctx context.Context, a *acquisition, w *watch) (*Lock, e
 		if v.rec.session != "" && v.rec.owner == c.cfg.ownerName {
 			in.ownSession = c.sessions.liveKey()
 		}
+		if v.rec.owner == c.cfg.ownerName {
+			in.heldHere = c.here.heldOrInFlight(w.regKey, v.rec.rvn)
+		}
 		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
 			l, publishing := c.here.adoptable(w.regKey)
 			if l != nil {

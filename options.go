@@ -73,23 +73,34 @@ func WithMaxLockObservationCacheSize(n int) ClientOption {
 
 // WithOwnerName sets the owner name written into every lock this client
 // acquires. Two clients must never share an owner name unless they are
-// meant to share locks. Default: the host name and a random UUID, apart
-// ("web-1/1f3b0c2e-...").
+// meant to share locks: replicas configured alike (WithOwnerName("worker")
+// on every host) each need their own, such as the host name and the
+// process id, or the default. An acquisition that finds the key held under
+// its own owner name by another client says so in its error. Default: the
+// host name and a random UUID, apart ("web-1/1f3b0c2e-...").
 func WithOwnerName(s string) ClientOption {
 	return func(c *Client) { c.cfg.ownerName = s }
 }
 
 // WithLeaseDuration sets how long a lock stays valid after its last
 // heartbeat. Default: [DefaultLeaseDuration] (20s). It must be at least
-// twice the heartbeat period.
+// twice the heartbeat period, and at least 100ms: a lease must outlast the
+// write that grants it and the renewals that keep it, several round trips
+// to DynamoDB. A shorter one is refused by New with an
+// *[InvalidArgumentError] that says which duration was likely meant (a
+// bare number is nanoseconds: WithLeaseDuration(10) is 10ns, and the
+// error asks whether 10*time.Second was meant).
 func WithLeaseDuration(d time.Duration) ClientOption {
 	return func(c *Client) { c.cfg.leaseDuration, c.cfg.leaseSet = d, true }
 }
 
 // WithHeartbeatPeriod sets how often the client renews every lock it holds.
 // Default: [DefaultHeartbeatPeriod] (5s). Zero disables background heartbeats
-// (see [DisableHeartbeat]); otherwise it must be positive and at most half
-// the lease duration.
+// (see [DisableHeartbeat]); otherwise it must be at least 50ms and at most
+// half the lease duration. Each renewal is one billed write per held lock
+// (20 a second at 50ms); 50ms is half the shortest lease, and no period
+// under it can have been meant (WithHeartbeatPeriod(5) is 5ns: New refuses
+// it, asking whether 5*time.Second was meant).
 func WithHeartbeatPeriod(d time.Duration) ClientOption {
 	return func(c *Client) { c.cfg.heartbeatPeriod, c.cfg.heartbeatSet = d, true }
 }
@@ -233,9 +244,9 @@ func WithSortKeyValue(value string) AcquireLockOption {
 
 // WithLockLease gives this lock a lease of d instead of the client's
 // [WithLeaseDuration] (node-redlock's per-lock duration). Heartbeats renew
-// it with d, and [Lock.LeaseDuration] reports it. d must be positive and at
-// least twice the client's heartbeat period (a 0 is refused, not read as
-// "the client's lease").
+// it with d, and [Lock.LeaseDuration] reports it. d must be at least 100ms
+// (as [WithLeaseDuration]'s) and at least twice the client's heartbeat
+// period (a 0 is refused, not read as "the client's lease").
 func WithLockLease(d time.Duration) AcquireLockOption {
 	return func(o *acquireLockOptions) { o.lease, o.leaseSet = d, true }
 }
@@ -281,7 +292,9 @@ func WithDeleteLockOnRelease() AcquireLockOption {
 }
 
 // WithRefreshPeriod sets the pace at which a waiting acquisition polls the
-// item. Default: [DefaultRefreshPeriod] (1s); must be positive.
+// item. Default: [DefaultRefreshPeriod] (1s); must be at least 1ms (a poll
+// takes a round trip to DynamoDB; WithRefreshPeriod(100) is 100ns, which
+// the acquisition refuses, asking whether 100*time.Millisecond was meant).
 //
 // Given to a plain AcquireLock (not [WithFairness]), it is a budget the
 // caller chose, as in dynamolock v2: the call polls the item once every d
@@ -318,7 +331,9 @@ func WithRefreshPeriod(d time.Duration) AcquireLockOption {
 // Default: [DefaultAdditionalTimeToWaitForLock] (1s) for
 // [Client.AcquireLockWithContext]; [Client.Do], [Client.AcquireLocks] and
 // [Semaphore.Acquire] without it wait as long as their context allows.
-// Must not be negative.
+// 0 adds nothing to the holder's lease; otherwise it must be at least 1ms
+// (WithAdditionalTimeToWaitForLock(5) is 5ns, which the acquisition
+// refuses, asking whether 5*time.Second was meant).
 func WithAdditionalTimeToWaitForLock(d time.Duration) AcquireLockOption {
 	return func(o *acquireLockOptions) { o.additionalTimeToWait, o.additionalTimeToWaitSet = d, true }
 }
@@ -340,7 +355,13 @@ func WithAcquireOnlyIfLockAlreadyExists() AcquireLockOption {
 
 // WithReentrant makes an acquisition of a key that this client already
 // holds return the held *Lock at once, with no DynamoDB call; and one of a
-// key whose item already names this client's owner take it over at once.
+// key whose item already names this client's owner take it over at once
+// (Amazon's Java client's reentrancy). Use it only for a lock this very
+// process holds through this client: an item that names the owner because
+// another client was given the same owner name (a replica in another
+// process) is taken from that client while it still holds it, and two
+// holders then work at once. Owner names unique per process
+// ([WithOwnerName]'s default) keep that from happening.
 func WithReentrant() AcquireLockOption {
 	return func(o *acquireLockOptions) { o.reentrant = true }
 }
@@ -423,7 +444,8 @@ func UnsafeMatchOwnerOnly() SendHeartbeatOption {
 // WithLeaseDurationToEnsure makes the heartbeat write d as the lock's lease
 // instead of the client's lease duration (Amazon's Java client's
 // SendHeartbeatOptions.leaseDurationToEnsure). Later background heartbeats
-// keep d. d must be positive and at least twice the heartbeat period.
+// keep d. d must be at least 100ms (as [WithLeaseDuration]'s) and at least
+// twice the heartbeat period.
 func WithLeaseDurationToEnsure(d time.Duration) SendHeartbeatOption {
 	return func(o *sendHeartbeatOptions) { o.leaseDurationToEnsure, o.leaseToEnsureSet = d, true }
 }

@@ -2,6 +2,7 @@ package dynamolock_test
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -11,10 +12,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/arielsrv/dynamolock/v2"
 	"github.com/arielsrv/dynamolock/v2/internal/ddblocal"
 )
 
@@ -170,4 +174,26 @@ func TestQuickStartProgram(t *testing.T) {
 		require.NoError(t, err, "run %d: %s", run, out)
 		assert.Regexp(t, `^working on customer-42, fencing token [1-9][0-9]*\n$`, string(out), "run %d", run)
 	}
+
+	// Issue 63: a run that finds the lock held (its acquiring write fails
+	// its condition, on DynamoDB Local an answer without a checksum) prints
+	// its line alone, with none of the SDK's checksum warnings.
+	db, _ := newDB(t)
+	holder := newClient(t, db, "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second))
+	held, err := holder.AcquireLockWithContext(context.Background(), "customer-42")
+	require.NoError(t, err)
+	cmd := exec.Command(bin)
+	cmd.Env = env
+	var waited bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &waited, &waited
+	require.NoError(t, cmd.Start())
+	// It waits in the key's queue once its write has failed.
+	waitFor(t, 30*time.Second, "the third run to wait for the held lock", func() bool {
+		q, ok := rawItem(t, db, "locks", keyOf("customer-42"))["fairQueue"].(*types.AttributeValueMemberM)
+		return ok && len(q.Value) > 0
+	})
+	_, err = holder.ReleaseLockWithContext(context.Background(), held)
+	require.NoError(t, err)
+	require.NoError(t, cmd.Wait(), "%s", waited.String())
+	assert.Regexp(t, `^working on customer-42, fencing token [1-9][0-9]*\n$`, waited.String(), "the run that waited")
 }

@@ -376,17 +376,25 @@ func rwOwnGrant(in rwInput) (decision, bool) {
 		if in.now.Before(a.sent.Add(a.lease)) {
 			return decision{step: stepClaim, claim: w.rvn}, true
 		}
-		return decision{step: stepWrite, takeover: w.rvn, grant: &rwGrant{}}, true // ours, but its lease is over: take it anew
+		// Ours, but its lease is over: take it anew (rewriteOwn).
+		return rewriteOwn(a, in.now, in.start, in.deadline, in.refresh, len(in.attempts), in.name,
+			decision{step: stepWrite, takeover: w.rvn, grant: &rwGrant{}}), true
 	}
 	for _, r := range v.rw.readers {
 		if r.id != in.id {
 			continue
 		}
-		if a, ok := in.attempts[r.beat]; ok && in.now.Before(a.sent.Add(a.lease)) {
+		a, ok := in.attempts[r.beat]
+		if ok && in.now.Before(a.sent.Add(a.lease)) {
 			return decision{step: stepClaim, claim: r.beat}, true
 		}
 		// Ours, but its lease is over: it counts as a dead reader, and the
-		// next grant writes the entry anew.
+		// next grant writes the entry anew, paced as rewriteOwn says.
+		if ok {
+			if d := rewriteOwn(a, in.now, in.start, in.deadline, in.refresh, len(in.attempts), in.name, decision{step: stepWrite}); d.step != stepWrite {
+				return d, true
+			}
+		}
 	}
 	return decision{}, false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -16,9 +17,13 @@ import (
 type Client struct {
 	native    *native.Client
 	tableName string
+	dynamoDB  DynamoDBClient // for CreateTable, which creates what v5 creates
 	// opts are the engine's options, gathered by the ClientOptions given
 	// to New in their order.
 	opts []native.ClientOption
+	// closed: Close was called. ReleaseLock then returns ErrClientClosed
+	// whatever its lock, as v5's does.
+	closed atomic.Bool
 }
 
 // DynamoDBClient is the part of the DynamoDB API the client needs, with the
@@ -53,16 +58,30 @@ func WithSortKey(name string, value string) ClientOption {
 }
 
 // WithOwnerName sets the owner name written into every lock the client
-// acquires; keep it unique per client. Default: 52 random base32
-// characters, new for each client.
-func WithOwnerName(s string) ClientOption { return engine(native.WithOwnerName(s)) }
+// acquires; keep it unique per process (replicas configured alike each
+// need their own): an acquisition that finds a key held under its own
+// owner name by another client says so in its error. Default: 52 random
+// base32 characters, new for each client; "" keeps the default (v5
+// writes an empty owner name, which every client given "" shares).
+func WithOwnerName(s string) ClientOption {
+	if s == "" {
+		return func(*Client) {}
+	}
+	return engine(native.WithOwnerName(s))
+}
 
 // WithLeaseDuration sets how long a lock stays valid after its last
-// heartbeat. Default: 20s. It must be at least twice the heartbeat period.
+// heartbeat. Default: 20s. It must be at least twice the heartbeat period,
+// and at least 100ms: New refuses a shorter one (a bare number is
+// nanoseconds: WithLeaseDuration(10) is 10ns, and the error asks whether
+// 10*time.Second was meant), where v5 accepts it.
 func WithLeaseDuration(d time.Duration) ClientOption { return engine(native.WithLeaseDuration(d)) }
 
 // WithHeartbeatPeriod sets how often the client renews every lock it
-// holds; zero disables background heartbeats. Default: 5s.
+// holds; zero disables background heartbeats. Default: 5s. Otherwise it
+// must be at least 50ms (each renewal is a billed write per lock): New
+// refuses a shorter one, such as WithHeartbeatPeriod(5), 5ns, where v5
+// accepts it.
 func WithHeartbeatPeriod(d time.Duration) ClientOption {
 	return engine(native.WithHeartbeatPeriod(d))
 }
@@ -104,9 +123,9 @@ func New(dynamoDB DynamoDBClient, tableName string, opts ...ClientOption) (*Clie
 	}
 	n, err := native.New(dynamoDB, tableName, c.opts...)
 	if err != nil {
-		return nil, err
+		return nil, inV5Terms(err)
 	}
-	c.native, c.opts = n, nil
+	c.native, c.opts, c.dynamoDB = n, nil, dynamoDB
 	return c, nil
 }
 
@@ -129,11 +148,12 @@ func (c *Client) Native() *native.Client { return c.native }
 // [WithRefreshPeriod]). A holder whose item stayed unchanged for its
 // lease is taken to be dead, and the lock is taken over. When the wait
 // runs out it returns a *[LockNotGrantedError] wrapping a *[TimeoutError];
-// when ctx ends, an error matching ctx.Err().
+// when ctx ends, a *LockNotGrantedError wrapping ctx.Err() (errors.Is
+// matches it; v5 returns ctx.Err() itself).
 func (c *Client) AcquireLock(ctx context.Context, key string, opts ...AcquireLockOption) (*Lock, error) {
 	l, err := c.native.AcquireLockWithContext(ctx, key, opts...)
 	if err != nil {
-		return nil, err
+		return nil, inV5Terms(err)
 	}
 	return &Lock{lock: l, client: c}, nil
 }
@@ -144,16 +164,22 @@ func (c *Client) AcquireLock(ctx context.Context, key string, opts ...AcquireLoc
 // ([ErrLockAlreadyReleased]), it is another owner's
 // ([ErrOwnerMismatched]), or DynamoDB failed. By default the item is kept
 // and marked released; [WithDeleteLock](true) or [WithDeleteLockOnRelease]
-// delete it.
+// delete it. After [Client.Close] it returns [ErrClientClosed] whatever
+// the lock, as v5's does.
 func (c *Client) ReleaseLock(ctx context.Context, lock *Lock, opts ...ReleaseLockOption) (bool, error) {
-	if lock == nil {
-		return c.native.ReleaseLockWithContext(ctx, nil, opts...)
+	if c.closed.Load() {
+		return false, ErrClientClosed
 	}
-	if lock.lock == nil {
-		// A Lock made by the caller: nobody's, as v5 has it.
-		return c.native.ReleaseLockWithContext(ctx, &native.Lock{}, opts...)
+	var l *native.Lock
+	switch {
+	case lock == nil:
+	case lock.lock == nil:
+		l = &native.Lock{} // a Lock made by the caller: nobody's, as v5 has it
+	default:
+		l = lock.lock
 	}
-	return c.native.ReleaseLockWithContext(ctx, lock.lock, opts...)
+	ok, err := c.native.ReleaseLockWithContext(ctx, l, opts...)
+	return ok, inV5Terms(err)
 }
 
 // SendHeartbeat renews lock now: one UpdateItem conditioned on this owner
@@ -170,7 +196,7 @@ func (c *Client) SendHeartbeat(ctx context.Context, lock *Lock, opts ...SendHear
 	if l == nil {
 		l = &native.Lock{}
 	}
-	return c.native.SendHeartbeatWithContext(ctx, l, opts...)
+	return inV5Terms(c.native.SendHeartbeatWithContext(ctx, l, opts...))
 }
 
 // Get returns the lock this client holds for key, or else a read-only view
@@ -179,28 +205,46 @@ func (c *Client) SendHeartbeat(ctx context.Context, lock *Lock, opts ...SendHear
 func (c *Client) Get(ctx context.Context, key string) (*Lock, error) {
 	l, err := c.native.GetWithContext(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, inV5Terms(err)
 	}
 	return &Lock{lock: l, client: c}, nil
 }
 
-// CreateTable creates a table for locks, keyed on a string partition key:
-// "key" unless [WithCustomPartitionKeyName] names another, billed per
-// request unless [WithProvisionedThroughput] is given. It returns when
-// DynamoDB accepted the request, before the table is active; an existing
-// table returns an error (matching native.ErrTableExists).
+// CreateTable creates the table tableName for locks, as v5's does: keyed
+// on a string partition key "key" unless [WithCustomPartitionKeyName]
+// names another, with a string sort key only if [WithSortKeyName] names
+// one, whatever the keys of this client (a set-up client creates the
+// table that clients with other keys use), billed per request unless
+// [WithProvisionedThroughput] is given. Unlike v5's, it waits until the
+// table is ACTIVE when the DynamoDB client can DescribeTable (v5 returns
+// as soon as DynamoDB accepted the request). An existing table returns an
+// error matching native.ErrTableExists (and DynamoDB's
+// ResourceInUseException, as v5's does); a closed client returns
+// [ErrClientClosed].
 func (c *Client) CreateTable(ctx context.Context, tableName string, opts ...CreateTableOption) (*dynamodb.CreateTableOutput, error) {
-	if tableName != c.tableName {
-		// v5's default partition key name; for the client's own table the
-		// engine's default, the client's own key name, which v5 does not
-		// use (a table v5 keyed otherwise would be of no use to it).
-		opts = append([]CreateTableOption{native.WithCustomPartitionKeyName(native.DefaultPartitionKeyName)}, opts...)
+	if c.closed.Load() {
+		return nil, ErrClientClosed
 	}
-	return c.native.CreateTableWithContext(ctx, tableName, opts...)
+	// The engine keys a table by default as its client's, and refuses to
+	// create a client's own table keyed otherwise (that client could not
+	// use it): a client of another table name and of the engine's
+	// default keys ("key", no sort key: v5's defaults) creates it.
+	creator := "v5compat-create-table"
+	if tableName == creator {
+		creator += "-2"
+	}
+	cc, err := native.New(c.dynamoDB, creator, native.DisableHeartbeat())
+	if err != nil {
+		return nil, inV5Terms(err)
+	}
+	defer func() { _ = cc.Close() }() // it holds no lock: Close makes no call
+	out, err := cc.CreateTableWithContext(ctx, tableName, opts...)
+	return out, inV5Terms(err)
 }
 
 // Close releases every lock the client holds and stops its heartbeats.
 // Later calls of any method, Close included, return [ErrClientClosed].
 func (c *Client) Close(ctx context.Context) error {
-	return c.native.CloseWithContext(ctx)
+	c.closed.Store(true)
+	return inV5Terms(c.native.CloseWithContext(ctx))
 }

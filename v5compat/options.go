@@ -32,12 +32,31 @@ func FailIfLocked() AcquireLockOption { return native.FailIfLocked() }
 func WithDeleteLockOnRelease() AcquireLockOption { return native.WithDeleteLockOnRelease() }
 
 // WithRefreshPeriod sets how often a waiting acquisition polls the item.
-// Default: 1s.
-func WithRefreshPeriod(d time.Duration) AcquireLockOption { return native.WithRefreshPeriod(d) }
+// Default: 1s; 0 is the default, as in v5. Otherwise it must be at least
+// 1ms: the acquisition refuses a shorter one, such as
+// WithRefreshPeriod(100), 100ns (did you mean 100*time.Millisecond?), and
+// a negative one, which v5 reads as the default.
+func WithRefreshPeriod(d time.Duration) AcquireLockOption {
+	if d == 0 {
+		d = v5Default
+	}
+	return native.WithRefreshPeriod(d)
+}
+
+// v5Default is v5's default refresh period and additional time to wait
+// for a lock, which it uses for a value of 0.
+const v5Default = time.Second
 
 // WithAdditionalTimeToWaitForLock sets how long, beyond the holder's
-// lease, an acquisition waits before giving up. Default: 1s.
+// lease, an acquisition waits before giving up. Default: 1s; 0 is the
+// default, as in v5. Otherwise it must be at least 1ms: the acquisition
+// refuses a shorter one, such as WithAdditionalTimeToWaitForLock(5), 5ns
+// (did you mean 5*time.Second?), and a negative one, which v5 reads as
+// the default.
 func WithAdditionalTimeToWaitForLock(d time.Duration) AcquireLockOption {
+	if d == 0 {
+		d = v5Default
+	}
 	return native.WithAdditionalTimeToWaitForLock(d)
 }
 
@@ -97,7 +116,7 @@ func UnsafeMatchOwnerOnly() SendHeartbeatOption { return native.UnsafeMatchOwner
 type CreateTableOption = native.CreateTableOption
 
 // WithCustomPartitionKeyName names the new table's partition key. Default:
-// "key" (for the client's own table: the client's partition key name).
+// "key", whatever the client's partition key name, as in v5.
 func WithCustomPartitionKeyName(s string) CreateTableOption {
 	return native.WithCustomPartitionKeyName(s)
 }

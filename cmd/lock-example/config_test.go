@@ -48,6 +48,13 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--limit", "2", "list"}, "--limit 2: is for running a command and for show, not for list"},
 		{[]string{"--limit", "2", "force-release", "--owner", "o", "k"}, "name the slot's own key instead"},
 		{[]string{"--limit", "0", "show", "k"}, "--limit 0: must be between 1 and 100"},
+		// Issue 63: a duration written as a bare number gets the duration
+		// it likely meant, not the flag package's "parse error".
+		{[]string{"--lease", "10", "k", "true"}, "a duration needs a unit: did you mean --lease 10s?"},
+		{[]string{"--heartbeat", "500", "k", "true"}, "did you mean --heartbeat 500ms?"},
+		{[]string{"--hold-at-least", "10", "k", "true"}, "did you mean --hold-at-least 10m?"},
+		{[]string{"--watch", "30", "list"}, "did you mean --watch 30s?"},
+		{[]string{"--lease", "soon", "k", "true"}, "not a duration: give a number and a unit"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

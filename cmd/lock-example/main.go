@@ -236,18 +236,24 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.owner, "owner", "", "owner name written in the lock (default: host name and a random UUID);\nfor force-release, the owner the lock must have")
 	fs.StringVar(&cfg.data, "data", "", "data stored in the lock item, readable with show and list, also after release")
 	fs.BoolVar(&cfg.waitForLock, "wait-for-lock", false, "wait while the lock is held instead of exiting with 75")
-	fs.DurationVar(&cfg.timeout, "timeout", 0, "longest wait for the lock; implies --wait-for-lock (0: no limit)")
-	fs.DurationVar(&cfg.lease, "lease", dynamolock.DefaultLeaseDuration, "lease duration: how long the lock outlives its last heartbeat; at least 1s")
-	fs.DurationVar(&cfg.heartbeat, "heartbeat", 0, "heartbeat period, at least 100ms and at most half the lease (0: a quarter of --lease)")
-	fs.DurationVar(&cfg.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL when the command must stop (0: a quarter of --lease);\nless than --lease minus --heartbeat minus a fifth of --lease")
+	durationVar(fs, &cfg.timeout, "timeout", 0, "longest wait for the lock, a `duration`; implies --wait-for-lock (0: no limit)",
+		time.Second, 7*24*time.Hour, 10*time.Minute)
+	durationVar(fs, &cfg.lease, "lease", dynamolock.DefaultLeaseDuration, "lease `duration`: how long the lock outlives its last heartbeat; at least 1s",
+		10*minMargin, 24*time.Hour, dynamolock.DefaultLeaseDuration)
+	durationVar(fs, &cfg.heartbeat, "heartbeat", 0, "heartbeat period, a `duration` of at least 100ms and at most half the lease (0: a quarter of --lease)",
+		minMargin, time.Hour, dynamolock.DefaultHeartbeatPeriod)
+	durationVar(fs, &cfg.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL when the command must stop, a `duration` (0: a quarter of --lease);\nless than --lease minus --heartbeat minus a fifth of --lease",
+		minMargin, time.Hour, 5*time.Second)
 	fs.BoolVar(&cfg.releaseOnError, "release-on-error", false, "release the lock at once also when the command fails (default: keep it, renewed, for one more lease)")
 	fs.BoolVar(&cfg.createTable, "create-table", false, "create the table first if it does not exist")
 	fs.BoolVar(&cfg.json, "json", false, "list, show: print JSON")
-	fs.DurationVar(&cfg.watch, "watch", 0, "list, show: read the locks again until this much time has passed, and say which\nwere renewed meanwhile (a holder that renews none for its lease is dead or cut off)")
+	durationVar(fs, &cfg.watch, "watch", 0, "list, show: read the locks again until this `duration` has passed, and say which\nwere renewed meanwhile (a holder that renews none for its lease is dead or cut off)",
+		time.Second, 24*time.Hour, 30*time.Second)
 	fs.BoolVar(&cfg.verbose, "verbose", false, "log lock events to stderr")
 	fs.BoolVar(&cfg.shared, "shared", false, "run as one of the lock's shared holders: shared runs overlap each other,\nand a run without --shared on the same name excludes them all")
 	fs.IntVar(&cfg.limit, "limit", 0, fmt.Sprintf("run as one of at most N holders of the name at once (1 to %d; every run of\nthe name must give the same N); show: read the N slots of the name", dynamolock.MaxSemaphoreSize))
-	fs.DurationVar(&cfg.holdAtLeast, "hold-at-least", 0, "keep the lock, renewed, until D after it was taken, even when the command ends sooner\n(a scheduled job fired on several hosts runs once); at most 24h")
+	durationVar(fs, &cfg.holdAtLeast, "hold-at-least", 0, "keep the lock, renewed, until this `duration` after it was taken, even when the command ends sooner\n(a scheduled job fired on several hosts runs once); at most 24h",
+		time.Second, 24*time.Hour, 10*time.Minute)
 	// flag calls Usage on every parse error; run prints the help itself.
 	fs.Usage = func() {}
 	return fs

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -22,7 +23,13 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := dynamolock.New(dynamodb.NewFromConfig(cfg), "locks",
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		// DynamoDB Local, at AWS_ENDPOINT_URL_DYNAMODB, sends no checksum
+		// with its error answers, which every contended lock gets: the SDK
+		// would log a warning for each.
+		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
+	})
+	c, err := dynamolock.New(db, "locks",
 		dynamolock.WithLeaseDuration(3*time.Second),
 		dynamolock.WithHeartbeatPeriod(time.Second),
 	)

@@ -62,6 +62,22 @@ func recipeCtx(cl *simClient, r *rand.Rand) (context.Context, context.CancelFunc
 	return ctx, cancel, fmt.Sprintf(", ctx %s", d.Round(time.Millisecond))
 }
 
+// minLease is the client's shortest lease (WithLeaseDuration,
+// WithLockLease, WithLeaseDurationToEnsure): a drawn lease is at least it.
+const minLease = 100 * time.Millisecond
+
+// additionalWait draws an additional time to wait under twice lease. A
+// draw under the client's floor for it (1 ms; a shorter one could only be
+// a number written without a unit) is 0, no additional wait: one in 2,000
+// draws or fewer.
+func additionalWait(r *rand.Rand, lease time.Duration) time.Duration {
+	wait := time.Duration(r.Int64N(int64(2 * lease)))
+	if wait < time.Millisecond {
+		return 0
+	}
+	return wait
+}
+
 // waitOpts are the wait options of a recipe call: FailIfLocked one time in
 // four, else a refresh period and an additional wait.
 func waitOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLockOption, string) {
@@ -69,7 +85,7 @@ func waitOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLockOption, stri
 		return []dynamolock.AcquireLockOption{dynamolock.FailIfLocked()}, "FailIfLocked"
 	}
 	rp := time.Duration(1+r.Int64N(int64(cl.lease/2))) + 10*time.Millisecond
-	wait := time.Duration(r.Int64N(int64(2 * cl.lease)))
+	wait := additionalWait(r, cl.lease)
 	return []dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(rp), dynamolock.WithAdditionalTimeToWaitForLock(wait)},
 		fmt.Sprintf("refresh %s wait %s", rp.Round(time.Millisecond), wait.Round(time.Millisecond))
 }

@@ -132,7 +132,7 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 				hopts = append(hopts, dynamolock.WithLeaseDurationToEnsure(2*time.Hour))
 			}
 		case 1, 2, 3, 4:
-			hopts = append(hopts, dynamolock.WithLeaseDurationToEnsure(2*cl.hb+time.Duration(r.Int64N(int64(cl.lease)))))
+			hopts = append(hopts, dynamolock.WithLeaseDurationToEnsure(max(2*cl.hb+time.Duration(r.Int64N(int64(cl.lease))), minLease)))
 		}
 		err := cl.c.SendHeartbeat(l, hopts...)
 		w.note("%s SendHeartbeat reader %s: %v", cl.name, l.RecordVersionNumber()[:8], err)

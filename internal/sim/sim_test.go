@@ -607,7 +607,7 @@ func (w *world) acquireOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLo
 		desc = append(desc, "FailIfLocked")
 	} else {
 		rp := time.Duration(1+r.Int64N(int64(cl.lease/2))) + 10*time.Millisecond
-		wait := time.Duration(r.Int64N(int64(2 * cl.lease)))
+		wait := additionalWait(r, cl.lease)
 		opts = append(opts, dynamolock.WithRefreshPeriod(rp), dynamolock.WithAdditionalTimeToWaitForLock(wait))
 		desc = append(desc, fmt.Sprintf("refresh %s wait %s", rp.Round(time.Millisecond), wait.Round(time.Millisecond)))
 		if r.IntN(3) == 0 && !avoid("fair") {
@@ -737,6 +737,7 @@ func (w *world) hold(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 				if r.IntN(2) == 0 && cl.lease > 2*cl.hb {
 					d = 2*cl.hb + time.Duration(r.Int64N(int64(cl.lease-2*cl.hb)))
 				}
+				d = max(d, minLease) // without heartbeats (hb 0) a draw may fall under the client's floor
 				opts = append(opts, dynamolock.WithLeaseDurationToEnsure(d))
 				desc = append(desc, "ensure "+d.Round(time.Millisecond).String())
 			}
