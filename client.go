@@ -39,6 +39,7 @@ type Client struct {
 	cfg     config // written only in New: see config
 	db      DynamoDBClient
 	metrics *clientMetrics
+	tele    *tracing   // spans (trace.go)
 	table   tableCheck // the table's replication, checked before the first write
 	// answered: DynamoDB answered a call of this client (see unreachable).
 	answered atomic.Bool
@@ -101,6 +102,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		}
 		c.metrics.otel = inst
 	}
+	c.tele = newTracing(c.cfg.tracerProvider, c.cfg.tableName, c.cfg.ownerName)
 	c.here = newHere(c.cfg.maxObservations)
 	c.sched = newScheduler(c)
 	c.plain = c.newPlainAcquire()
@@ -208,7 +210,7 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
-	prev, replaced := c.here.add(l)
+	prev, replaced := c.here.add(l, c.now())
 	if !replaced {
 		c.mu.RUnlock()
 		// prev's write came after l's: l was taken before it was even

@@ -91,10 +91,14 @@ func (c *Client) NewElection(name string) *Election {
 //
 // Called while this Election already leads, Campaign proclaims value (see
 // [Election.Proclaim]) and returns the same lock.
-func (e *Election) Campaign(ctx context.Context, value []byte, opts ...AcquireLockOption) (*Lock, error) {
+func (e *Election) Campaign(ctx context.Context, value []byte, opts ...AcquireLockOption) (l *Lock, err error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
+	// One span for the campaign, whatever the number of acquisitions
+	// (each wait that ends in a timeout starts another): they join it.
+	ctx, t := e.c.startAcquire(ctx, kindElection, e.name)
+	defer func() { t.end(err, l) }()
 	if l := e.current(); l != nil && l.Err() == nil {
 		if err := e.Proclaim(ctx, value); err != nil {
 			return nil, err

@@ -17,6 +17,15 @@ type Stats struct {
 	LocksLost        uint64 // locks lost for any reason
 	DynamoDBCalls    uint64 // calls made to DynamoDB
 	AdmissionWaits   uint64 // acquisitions that waited for heartbeat capacity (see WithHeartbeatAdmission)
+
+	// Contention and cost (see WithMeterProvider for the metrics of the
+	// same figures).
+	Waiters               int           // acquiring calls waiting behind a holder now
+	ContendedAcquisitions uint64        // acquiring calls that ended after waiting behind a holder
+	HoldsEnded            uint64        // held locks that ended (released or lost)
+	HoldTime              time.Duration // their time held, grant to release or loss, summed
+	ConsumedCapacity      float64       // capacity units DynamoDB reported for the client's calls
+	UnreportedCapacity    float64       // write units of failed conditional writes, which DynamoDB charges and does not report: estimated
 }
 
 // Stats returns the client's counters. It makes no DynamoDB call.
@@ -31,7 +40,7 @@ func (c *Client) Stats() Stats {
 		LocksLost:        m.lostN.Load(),
 		DynamoDBCalls:    m.calls.Load(),
 		AdmissionWaits:   m.admitted.Load(),
-	}
+	}.withContention(&m.contention)
 }
 
 // clientMetrics counts what the client does; the counters feed Stats and
@@ -46,6 +55,8 @@ type clientMetrics struct {
 	lostN    atomic.Uint64
 	backlog  atomic.Int64
 	admitted atomic.Uint64 // acquisitions that waited for heartbeat capacity
+
+	contention contentionCounts // waiters, contended acquisitions, holds, capacity (contention_metrics.go)
 }
 
 func newClientMetrics(o *otelInstruments) *clientMetrics { return &clientMetrics{otel: o} }
@@ -61,6 +72,12 @@ func (m *clientMetrics) acquired(ctx context.Context, err error, waited time.Dur
 	if m.otel == nil {
 		return
 	}
+	m.otel.acquired(ctx, acquireOutcome(err), waited)
+}
+
+// acquireOutcome names how an acquiring call ended, for its metrics and its
+// span.
+func acquireOutcome(err error) string {
 	outcome := "acquired"
 	var lng *LockNotGrantedError
 	var te *TimeoutError
@@ -78,7 +95,7 @@ func (m *clientMetrics) acquired(ctx context.Context, err error, waited time.Dur
 	default:
 		outcome = "error"
 	}
-	m.otel.acquired(ctx, outcome, waited)
+	return outcome
 }
 
 func (m *clientMetrics) heartbeat(ctx context.Context, outcome string) {
