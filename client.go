@@ -69,9 +69,13 @@ type Client struct {
 	markClosing context.CancelFunc
 }
 
-// New returns a client for the lock table tableName. It validates every
-// option and returns an *[InvalidArgumentError] for a bad one; it makes no
-// DynamoDB call. Unless heartbeats are disabled, it starts one background
+// New returns a client for the lock table tableName: the table's name, or
+// its ARN (arn:aws:dynamodb:REGION:ACCOUNT:table/NAME), which DynamoDB
+// accepts wherever a name goes and which names a table shared by another
+// account under a resource-based policy (docs/DEPLOY.md); every request
+// then carries the ARN. Creating a table takes its name (see
+// [Client.CreateTableWithContext]). It validates every option and returns
+// an *[InvalidArgumentError] for a bad one; it makes no DynamoDB call. Unless heartbeats are disabled, it starts one background
 // goroutine that renews held locks; [Client.Close] stops it.
 func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, error) {
 	if isNil(db) {

@@ -76,8 +76,8 @@ var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 // the option that set it. It only reads.
 func (c *config) check() error {
 	switch {
-	case !tableNamePattern.MatchString(c.tableName):
-		return invalid("table name", c.tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
+	case !validTable(c.tableName):
+		return invalid("table name", c.tableName, tableNameRule)
 	case c.partitionKeyName == "":
 		return invalid("WithPartitionKeyName", c.partitionKeyName, "must not be empty")
 	case c.sortKeyDeclared && c.sortKeyName == "":
