@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
@@ -329,4 +330,114 @@ func requireLinked(t *testing.T, s, to tracetest.SpanStub) {
 	t.Helper()
 	require.Len(t, s.Links, 1, "%s links to the acquisition", s.Name)
 	assert.Equal(t, to.SpanContext.SpanID(), s.Links[0].SpanContext.SpanID())
+}
+
+// A waiter of the same client as the holder: its wait event says the
+// holder is in this process, and the release here hands the key over to it
+// (same_process true). A writer behind a read/write lock's readers waits
+// behind "readers".
+func TestWaitsInProcessAndBehindReaders(t *testing.T) {
+	table := newTable(t, "")
+	tp, exp := newTracer(t)
+	c := newClient(t, newDB(t), table, dynamolock.WithTracerProvider(tp), dynamolock.WithLeaseDuration(3*time.Second),
+		dynamolock.WithHeartbeatPeriod(time.Second))
+	ctx := context.Background()
+
+	held, err := c.AcquireLockWithContext(ctx, "here")
+	require.NoError(t, err)
+	exp.Reset()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.AcquireLockWithContext(ctx, "here")
+		done <- err
+	}()
+	waitFor(t, 10*time.Second, "the waiter", func() bool { return c.Stats().Waiters == 1 })
+	require.NoError(t, held.Release(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not get the lock")
+	}
+	acqs := spans(exp, "dynamolock.acquire")
+	require.Len(t, acqs, 1)
+	waits := events(acqs[0], "dynamolock.wait")
+	require.NotEmpty(t, waits)
+	assert.Equal(t, c.OwnerName(), waits[0]["dynamolock.holder.owner"].AsString())
+	assert.True(t, waits[0]["dynamolock.holder.same_process"].AsBool())
+	hand := events(acqs[0], "dynamolock.handover")
+	require.Len(t, hand, 1)
+	assert.True(t, hand[0]["dynamolock.holder.same_process"].AsBool(), "handed over in this process")
+
+	other := newClient(t, newDB(t), table)
+	rwOther, err := other.NewRWLock("rw")
+	require.NoError(t, err)
+	reader, err := rwOther.RLock(ctx)
+	require.NoError(t, err)
+	rw, err := c.NewRWLock("rw")
+	require.NoError(t, err)
+	exp.Reset()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := rw.Lock(ctx, dynamolock.WithRefreshPeriod(50*time.Millisecond))
+		wrote <- err
+	}()
+	waitFor(t, 10*time.Second, "the writer to wait", func() bool { return c.Stats().Waiters == 1 })
+	require.NoError(t, rwOther.RUnlock(ctx, reader))
+	select {
+	case err := <-wrote:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not get the lock")
+	}
+	acq := only(t, exp, "dynamolock.acquire")
+	assert.Equal(t, "rwlock.write", attrs(acq.Attributes)["dynamolock.kind"].AsString())
+	waits = events(acq, "dynamolock.wait")
+	require.NotEmpty(t, waits)
+	assert.Equal(t, "readers", waits[0]["dynamolock.wait.reason"].AsString())
+	assert.Equal(t, int64(1), waits[0]["dynamolock.holder.readers"].AsInt64())
+}
+
+// The new metrics are named, typed and described as the others are.
+func TestContentionMetricsFollowTheConventions(t *testing.T) {
+	table := newTable(t, "")
+	reader, mp := newMeter(t)
+	c := newClient(t, newDB(t), table, dynamolock.WithMeterProvider(mp), dynamolock.WithLeaseDuration(3*time.Second),
+		dynamolock.WithHeartbeatPeriod(time.Second))
+	other := newClient(t, newDB(t), table, dynamolock.WithLeaseDuration(time.Second), dynamolock.WithHeartbeatPeriod(250*time.Millisecond))
+	ctx := context.Background()
+	_, err := other.AcquireLockWithContext(ctx, "held")
+	require.NoError(t, err)
+	_, err = c.AcquireLockWithContext(ctx, "held", dynamolock.WithAdditionalTimeToWaitForLock(100*time.Millisecond))
+	var te *dynamolock.TimeoutError
+	require.ErrorAs(t, err, &te)
+	l, err := c.AcquireLockWithContext(ctx, "free")
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+
+	m := collect(t, reader)
+	for name, unit := range map[string]string{
+		"dynamolock.waiters":                    "{call}",
+		"dynamolock.acquire.contended":          "{acquisition}",
+		"dynamolock.hold.duration":              "s",
+		"dynamolock.dynamodb.consumed_capacity": "{capacity_unit}",
+	} {
+		require.Contains(t, m, name)
+		assert.Equal(t, unit, m[name].Unit, name)
+		assert.NotEmpty(t, m[name].Description, name)
+	}
+	w, ok := m["dynamolock.waiters"].Data.(metricdata.Sum[int64])
+	require.True(t, ok)
+	assert.False(t, w.IsMonotonic, "waiters go up and down")
+	assert.Equal(t, int64(1), sumOf(t, reader, "dynamolock.acquire.contended", "outcome", "timeout"))
+	h, ok := m["dynamolock.hold.duration"].Data.(metricdata.Histogram[float64])
+	require.True(t, ok)
+	require.Len(t, h.DataPoints, 1)
+	assert.Equal(t, []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400}, h.DataPoints[0].Bounds)
+	capacity, ok := m["dynamolock.dynamodb.consumed_capacity"].Data.(metricdata.Sum[float64])
+	require.True(t, ok)
+	assert.True(t, capacity.IsMonotonic)
+	assert.Positive(t, floatSumOf(t, reader, "dynamolock.dynamodb.consumed_capacity", "operation", "GetItem"), "the polls' reads")
+	assert.Positive(t, floatSumOf(t, reader, "dynamolock.dynamodb.consumed_capacity", "operation", "UpdateItem"))
+	assertNoKeyAttributes(t, reader, "held", "free")
 }
