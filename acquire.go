@@ -47,6 +47,12 @@ func (c *Client) AcquireLockWithContext(ctx context.Context, key string, opts ..
 func (c *Client) acquireKey(ctx context.Context, key string, opts []AcquireLockOption, untilCtx bool) (l *Lock, err error) {
 	ctx, t := c.startAcquire(ctx, kindLock, key)
 	defer func() { t.end(err, l) }()
+	return c.acquireKeyIn(ctx, t, key, opts, untilCtx)
+}
+
+// acquireKeyIn is acquireKey within the span of t, the call's (an
+// Election's campaign makes several).
+func (c *Client) acquireKeyIn(ctx context.Context, t *acqTrace, key string, opts []AcquireLockOption, untilCtx bool) (*Lock, error) {
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -64,7 +70,7 @@ func (c *Client) acquireKey(ctx context.Context, key string, opts []AcquireLockO
 		// that only the head of the queue polls fast (pace.go).
 		w.fair = newPlainPlace(o)
 	}
-	l, err = a.acquireOne(ctx)
+	l, err := a.acquireOne(ctx)
 	c.metrics.acquired(ctx, err, c.since(a.start))
 	return l, err
 }

@@ -78,6 +78,9 @@ func (m *clientMetrics) acquired(ctx context.Context, err error, waited time.Dur
 // acquireOutcome names how an acquiring call ended, for its metrics and its
 // span.
 func acquireOutcome(err error) string {
+	if err == nil {
+		return "acquired"
+	}
 	outcome := "acquired"
 	var lng *LockNotGrantedError
 	var te *TimeoutError

@@ -141,8 +141,6 @@ type acqTrace struct {
 	span   trace.Span
 	rec    bool // span.IsRecording(): attributes and events are built only then
 	kind   string
-	nested int  // acquiring calls made inside this one (Campaign's): they share its span
-	ended  bool // the span ended: a later call starts its own
 	writes int  // acquiring writes sent
 	waited bool // waited behind a holder at least once: counted in waiters until the end
 	// behind is, per key, the holder of the last wait event (recording
@@ -157,23 +155,17 @@ type holderSig struct {
 	token  uint64
 }
 
-type acqTraceKey struct{}
-
 // startAcquire starts the span of an acquiring call of kind on keys (the
 // semaphore's, election's or read/write lock's name, or the keys of
-// AcquireLocks). A call made within another acquiring call of the same
-// client (Campaign's acquisitions) joins that call's span. A nil ctx (bad
-// input, refused by the call) starts nothing.
+// AcquireLocks); its kind is Internal (the default), the parent of the
+// DynamoDB calls' Client spans. A nil ctx (bad input, refused by the call)
+// starts nothing.
 func (c *Client) startAcquire(ctx context.Context, kind string, keys ...string) (context.Context, *acqTrace) {
 	if ctx == nil {
 		return ctx, nil
 	}
-	if t, _ := ctx.Value(acqTraceKey{}).(*acqTrace); t != nil && t.c == c && !t.ended {
-		t.nested++
-		return ctx, t
-	}
 	t := &acqTrace{c: c, kind: kind}
-	ctx, t.span = c.tele.tracer.Start(ctx, spanAcquire, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, t.span = c.tele.tracer.Start(ctx, spanAcquire)
 	if t.rec = t.span.IsRecording(); t.rec {
 		attrs := []attribute.KeyValue{c.tele.table, c.tele.owner, attrKind.String(kind)}
 		if len(keys) == 1 {
@@ -183,8 +175,8 @@ func (c *Client) startAcquire(ctx context.Context, kind string, keys ...string) 
 		}
 		t.span.SetAttributes(attrs...)
 	}
-	t.ctx = context.WithValue(ctx, acqTraceKey{}, t)
-	return t.ctx, t
+	t.ctx = ctx
+	return ctx, t
 }
 
 // attach makes t the telemetry of a, the call's acquisition (once its
@@ -200,17 +192,11 @@ func (t *acqTrace) attach(a *acquisition) {
 }
 
 // end ends the call with err and the locks it returns: its span, the
-// waiters gauge, the count of contended acquisitions. A call that joined
-// another's span leaves them to it.
+// waiters gauge, the count of contended acquisitions.
 func (t *acqTrace) end(err error, locks ...*Lock) {
 	if t == nil {
 		return
 	}
-	if t.nested > 0 {
-		t.nested--
-		return
-	}
-	t.ended = true
 	outcome := acquireOutcome(err)
 	if t.waited {
 		t.c.metrics.waitEnded(t.ctx, t.kind, outcome)
@@ -218,6 +204,11 @@ func (t *acqTrace) end(err error, locks ...*Lock) {
 	for _, l := range locks {
 		if l != nil && t.span.SpanContext().IsSampled() {
 			t.c.tele.grants.Store(l, t.span.SpanContext())
+			if l.Err() != nil {
+				// It ended already (lost as it was returned): Lock.end
+				// forgot it before it was stored.
+				t.c.tele.ended(l)
+			}
 		}
 	}
 	if t.rec {
@@ -399,7 +390,7 @@ func (c *Client) forceRelease(ctx context.Context, l *Lock, o *releaseLockOption
 }
 
 func (c *Client) startRelease(ctx context.Context, l *Lock) (context.Context, trace.Span) {
-	ctx, span := c.tele.tracer.Start(ctx, spanRelease, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := c.tele.tracer.Start(ctx, spanRelease)
 	if span.IsRecording() {
 		attrs := []attribute.KeyValue{c.tele.table, c.tele.owner, attrKey.String(l.partitionKey), attrToken.Int64(int64(l.FencingToken()))}
 		if l.sortKey != nil {
@@ -453,7 +444,7 @@ func (t *tracing) grantOf(l *Lock) trace.SpanContext {
 // acquisition, taken before the heartbeat: a loss forgets it). A healthy
 // heartbeat records nothing.
 func (c *Client) heartbeatFailed(ctx context.Context, l *Lock, grant trace.SpanContext, start time.Time, background bool, err error) {
-	opts := []trace.SpanStartOption{trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal)}
+	opts := []trace.SpanStartOption{trace.WithTimestamp(start)}
 	if background {
 		opts = append(opts, trace.WithNewRoot())
 		if grant.IsValid() {
@@ -476,7 +467,7 @@ func (c *Client) heartbeatFailed(ctx context.Context, l *Lock, grant trace.SpanC
 // lost records the loss of l, held for held: a dynamolock.lock.lost span of
 // its own, linked to the acquisition that granted it.
 func (c *Client) lostSpan(l *Lock, lost *LockLostError, held time.Duration) {
-	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal)}
+	opts := []trace.SpanStartOption{trace.WithNewRoot()}
 	if sc := c.tele.grantOf(l); sc.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
