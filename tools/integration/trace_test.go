@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -440,4 +441,20 @@ func TestContentionMetricsFollowTheConventions(t *testing.T) {
 	assert.Positive(t, floatSumOf(t, reader, "dynamolock.dynamodb.consumed_capacity", "operation", "GetItem"), "the polls' reads")
 	assert.Positive(t, floatSumOf(t, reader, "dynamolock.dynamodb.consumed_capacity", "operation", "UpdateItem"))
 	assertNoKeyAttributes(t, reader, "held", "free")
+}
+
+// Without WithTracerProvider, the client traces through the global
+// provider, as OpenTelemetry's instrumentation libraries do, also one
+// installed after New.
+func TestGlobalTracerProviderIsTheDefault(t *testing.T) {
+	table := newTable(t, "")
+	c := newClient(t, newDB(t), table, dynamolock.WithHeartbeatPeriod(0))
+	tp, exp := newTracer(t)
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	_, err := c.AcquireLockWithContext(context.Background(), "k")
+	require.NoError(t, err)
+	acq := only(t, exp, "dynamolock.acquire")
+	assert.Equal(t, "k", attrs(acq.Attributes)["dynamolock.key"].AsString())
 }
