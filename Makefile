@@ -12,7 +12,7 @@
 #   make test-short  same, with -short
 #   make lint        go vet + staticcheck (built from the tools module)
 #   make consumer-check  a program importing only the library stays within
-#                    13 modules besides itself, the library and the AWS SDK
+#                    19 modules besides itself, the library and the AWS SDK
 #   make demo        cmd/lock-example against a DynamoDB Local started for it:
 #                    two processes on one lock never overlap (scripts/demo.sh)
 #   make v5-suite    dynamolock v5's own external tests, read from a fetched

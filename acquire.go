@@ -44,7 +44,15 @@ func (c *Client) AcquireLockWithContext(ctx context.Context, key string, opts ..
 
 // acquireKey acquires one key; untilCtx: without an explicit
 // WithAdditionalTimeToWaitForLock, wait as long as ctx allows.
-func (c *Client) acquireKey(ctx context.Context, key string, opts []AcquireLockOption, untilCtx bool) (*Lock, error) {
+func (c *Client) acquireKey(ctx context.Context, key string, opts []AcquireLockOption, untilCtx bool) (l *Lock, err error) {
+	ctx, t := c.startAcquire(ctx, kindLock, key)
+	defer func() { t.end(err, l) }()
+	return c.acquireKeyIn(ctx, t, key, opts, untilCtx)
+}
+
+// acquireKeyIn is acquireKey within the span of t, the call's (an
+// Election's campaign makes several).
+func (c *Client) acquireKeyIn(ctx context.Context, t *acqTrace, key string, opts []AcquireLockOption, untilCtx bool) (*Lock, error) {
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -56,6 +64,7 @@ func (c *Client) acquireKey(ctx context.Context, key string, opts []AcquireLockO
 		return nil, err
 	}
 	a := c.newAcquisition(modeOne, o, []string{key}, quoteKey(key))
+	t.attach(a)
 	if w := a.watches[0]; w.fair == nil && !o.failIfLocked && !o.refreshGiven {
 		// A plain waiter takes an unordered place in the key's queue, so
 		// that only the head of the queue polls fast (pace.go). One whose
@@ -106,6 +115,9 @@ type acquisition struct {
 	// leases is where the locks of this call get their lease: their own,
 	// or the client's session (lease.go).
 	leases leaseSource
+	// tr is the call's span and contention figures (trace.go); nil for an
+	// acquisition that is no caller's (a session's own item).
+	tr *acqTrace
 }
 
 // attempt is one acquiring write (an UpdateItem, or a transaction of one
@@ -210,7 +222,7 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 			// The caller's context has ended: it returns now, and the
 			// client leaves the queues it joined (a courtesy to the other
 			// waiters: an entry left behind is dropped after its lease).
-			a.c.background(a.leaveQueues)
+			a.c.background(a.tr.detached(a.leaveQueues))
 		}
 		cancel()
 	}
@@ -271,6 +283,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 		if w := a.writable(); w != nil || (a.mode == modeAll && a.allWritable()) {
 			var locks []*Lock
 			var err error
+			a.tr.writing(a, w)
 			if a.mode == modeAll {
 				locks, err = a.transact(ctx)
 			} else {
@@ -288,6 +301,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 		if a.pending() {
 			continue // a step above changed a decision
 		}
+		a.tr.waiting(a)
 		due, err := a.sleep(ctx)
 		if err != nil {
 			return nil, err
@@ -341,6 +355,7 @@ func (a *acquisition) yieldHere(ctx context.Context) error {
 	var err error
 	if c.here.busy(w.regKey, c.now()) { // watch first, then look again (here, rule 2)
 		c.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for lock", slogKey(w.key), slog.Bool("heldHere", true))
+		a.tr.waitingHere(a, w)
 		d := min(a.o.refreshPeriod-randomUpTo(a.o.refreshJitter), c.until(a.deadlineFor(w)))
 		err = c.pause(ctx, d, u.ch, a.what)
 	}

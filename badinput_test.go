@@ -135,6 +135,10 @@ func TestBadInput(t *testing.T) {
 		{"New: table name of 2 characters", newErr(db, "ab"), inv, `"ab"`},
 		{"New: table name with a space", newErr(db, "lock table"), inv, `"lock table"`},
 		{"New: table name of 256 characters", newErr(db, strings.Repeat("t", 256)), inv, "table name"},
+		{"New: the ARN of an S3 bucket", newErr(db, "arn:aws:s3:::bucket"), inv, "or a table ARN"},
+		{"New: the ARN of a table's index", newErr(db, "arn:aws:dynamodb:us-east-1:123456789012:table/locks/index/i"), inv, "or a table ARN"},
+		{"New: a table ARN with an account of 11 digits", newErr(db, "arn:aws:dynamodb:us-east-1:12345678901:table/locks"), inv, "or a table ARN"},
+		{"New: a table ARN with a name of 2 characters", newErr(db, "arn:aws:dynamodb:us-east-1:123456789012:table/ab"), inv, "or a table ARN"},
 		{"New: empty partition key name", newErr(db, table, dynamolock.WithPartitionKeyName("")), inv, "WithPartitionKeyName"},
 		{"New: empty sort key name", newErr(db, table, dynamolock.WithSortKey("", "v")), inv, "WithSortKey"},
 		{"New: sort key named like the partition key", newErr(db, table, dynamolock.WithSortKey("key", "v")), inv, "WithSortKey"},
@@ -236,6 +240,7 @@ func TestBadInput(t *testing.T) {
 		// CreateTable.
 		{"CreateTable: empty table name", createTable(c, ""), inv, "table name"},
 		{"CreateTable: bad table name", createTable(c, "no/slashes"), inv, `"no/slashes"`},
+		{"CreateTable: a table ARN", createTable(c, "arn:aws:dynamodb:us-east-1:123456789012:table/locks"), inv, `is a table ARN: DynamoDB creates a table by its name`},
 		{"CreateTable: empty partition key name", createTable(c, fresh, dynamolock.WithCustomPartitionKeyName("")), inv, "WithCustomPartitionKeyName"},
 		{"CreateTable: sort key named like the partition key", createTable(c, fresh, dynamolock.WithSortKeyName("key")), inv, "WithSortKeyName"},
 		{"CreateTable: nil provisioned throughput", createTable(c, fresh, dynamolock.WithProvisionedThroughput(nil)), inv, "WithProvisionedThroughput"},

@@ -19,7 +19,9 @@ import (
 // classified (a missing table, a key the table rejects, an endpoint that
 // cannot be reached or spoken to) the same way wherever it is sent. Writes
 // also check the table once (tablecheck.go) and record what their HTTP
-// attempts showed (see startWrite).
+// attempts showed (see startWrite). Every request that can return what it
+// consumed asks for it (ReturnConsumedCapacity TOTAL: no extra call, a few
+// bytes in the answer), and the units are counted (consumed.go).
 
 // The optional interfaces of a DynamoDBClient that some operations need;
 // *dynamodb.Client has them all.
@@ -49,13 +51,15 @@ type (
 func (c *Client) getItem(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	bctx, end := c.bounded(ctx, "GetItem")
 	out, err := c.db.GetItem(bctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(c.cfg.tableName),
-		Key:            key,
-		ConsistentRead: aws.Bool(true),
+		TableName:              aws.String(c.cfg.tableName),
+		Key:                    key,
+		ConsistentRead:         aws.Bool(true),
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	}, withoutRetryQuota)
 	if err = c.done(ctx, "GetItem", end(err)); err != nil {
 		return nil, err
 	}
+	c.consumed(ctx, "GetItem", out.ConsumedCapacity)
 	return out.Item, nil
 }
 
@@ -67,6 +71,7 @@ func (c *Client) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (
 	if err != nil {
 		return nil, err
 	}
+	askCapacity(&in.ReturnConsumedCapacity)
 	for try := 0; ; try++ {
 		bctx, end := c.bounded(ctx, "UpdateItem")
 		out, err := c.db.UpdateItem(bctx, in, t.opts[:]...)
@@ -74,6 +79,9 @@ func (c *Client) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (
 		if err == nil && in.ReturnValues == types.ReturnValueAllNew && len(out.Attributes) == 0 {
 			// DynamoDB returns the whole item it wrote, keys included.
 			err = c.wrongAnswer("UpdateItem", "a write that asked for the item it wrote succeeded with no item")
+		}
+		if err == nil {
+			c.consumed(ctx, "UpdateItem", out.ConsumedCapacity)
 		}
 		if !c.conflictRetry(ctx, "UpdateItem", err, try) {
 			return out, c.endWrite(ctx, "UpdateItem", t, err)
@@ -89,10 +97,14 @@ func (c *Client) deleteItem(ctx context.Context, in *dynamodb.DeleteItemInput) (
 	if err != nil {
 		return nil, err
 	}
+	askCapacity(&in.ReturnConsumedCapacity)
 	for try := 0; ; try++ {
 		bctx, end := c.bounded(ctx, "DeleteItem")
 		out, err := c.db.DeleteItem(bctx, in, t.opts[:]...)
 		err = end(err)
+		if err == nil {
+			c.consumed(ctx, "DeleteItem", out.ConsumedCapacity)
+		}
 		if !c.conflictRetry(ctx, "DeleteItem", err, try) {
 			return out, c.endWrite(ctx, "DeleteItem", t, err)
 		}
@@ -150,8 +162,12 @@ func (c *Client) transactWriteItems(ctx context.Context, feature string, in *dyn
 	if err != nil {
 		return nil, err
 	}
+	askCapacity(&in.ReturnConsumedCapacity)
 	bctx, end := c.bounded(ctx, "TransactWriteItems")
 	out, err := tw.TransactWriteItems(bctx, in, t.opts[:]...)
+	if err == nil {
+		c.consumedTx(ctx, out.ConsumedCapacity)
+	}
 	return out, c.endWrite(ctx, "TransactWriteItems", t, end(err))
 }
 
@@ -262,9 +278,14 @@ func (c *Client) scan(ctx context.Context, feature string, in *dynamodb.ScanInpu
 	if !ok {
 		return nil, unsupported(feature, "Scan")
 	}
+	askCapacity(&in.ReturnConsumedCapacity)
 	bctx, end := c.bounded(ctx, "Scan")
 	out, err := sc.Scan(bctx, in, withoutRetryQuota)
-	return out, c.done(ctx, "Scan", end(err))
+	if err = c.done(ctx, "Scan", end(err)); err != nil {
+		return out, err
+	}
+	c.consumed(ctx, "Scan", out.ConsumedCapacity)
+	return out, nil
 }
 
 // query sends one consistent Query page.
@@ -273,9 +294,14 @@ func (c *Client) query(ctx context.Context, feature string, in *dynamodb.QueryIn
 	if !ok {
 		return nil, unsupported(feature, "Query")
 	}
+	askCapacity(&in.ReturnConsumedCapacity)
 	bctx, end := c.bounded(ctx, "Query")
 	out, err := q.Query(bctx, in, withoutRetryQuota)
-	return out, c.done(ctx, "Query", end(err))
+	if err = c.done(ctx, "Query", end(err)); err != nil {
+		return out, err
+	}
+	c.consumed(ctx, "Query", out.ConsumedCapacity)
+	return out, nil
 }
 
 // canScan and canQuery report whether the client can list locks.
@@ -379,6 +405,7 @@ func (c *Client) endWrite(ctx context.Context, op string, t *writeAttempts, err 
 	if err == nil {
 		return nil
 	}
+	c.failedWriteCost(ctx, op, err)
 	return c.counted(ctx, op, c.classifyAs(ctx, op, err, t.unknown.Load()))
 }
 

@@ -155,8 +155,11 @@ func (c *Client) tableNotFound(err error) error {
 	if err == nil {
 		return fmt.Errorf("%w: %q at %s", ErrTableNotFound, c.cfg.tableName, c.endpointOf(nil))
 	}
-	return fmt.Errorf("%w: %q at %s (create it with CreateTableIfNotExists, or check the table name, region and endpoint): %w",
-		ErrTableNotFound, c.cfg.tableName, c.endpointOf(err), flat(err))
+	advice := "create it with CreateTableIfNotExists, or check the table name, region and endpoint"
+	if _, isARN := parseTableARN(c.cfg.tableName); isARN {
+		advice = "create it by name in the account and Region its ARN names, or check the ARN and the endpoint"
+	}
+	return fmt.Errorf("%w: %q at %s (%s): %w", ErrTableNotFound, c.cfg.tableName, c.endpointOf(err), advice, flat(err))
 }
 
 func isKeySchemaMessage(msg string) bool {

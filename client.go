@@ -39,6 +39,7 @@ type Client struct {
 	cfg     config // written only in New: see config
 	db      DynamoDBClient
 	metrics *clientMetrics
+	tele    *tracing   // spans (trace.go)
 	table   tableCheck // the table's replication, checked before the first write
 	// answered: DynamoDB answered a call of this client (see unreachable).
 	answered atomic.Bool
@@ -68,9 +69,13 @@ type Client struct {
 	markClosing context.CancelFunc
 }
 
-// New returns a client for the lock table tableName. It validates every
-// option and returns an *[InvalidArgumentError] for a bad one; it makes no
-// DynamoDB call. Unless heartbeats are disabled, it starts one background
+// New returns a client for the lock table tableName: the table's name, or
+// its ARN (arn:aws:dynamodb:REGION:ACCOUNT:table/NAME), which DynamoDB
+// accepts wherever a name goes and which names a table shared by another
+// account under a resource-based policy (docs/DEPLOY.md); every request
+// then carries the ARN. Creating a table takes its name (see
+// [Client.CreateTableWithContext]). It validates every option and returns
+// an *[InvalidArgumentError] for a bad one; it makes no DynamoDB call. Unless heartbeats are disabled, it starts one background
 // goroutine that renews held locks; [Client.Close] stops it.
 func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, error) {
 	if isNil(db) {
@@ -101,6 +106,7 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		}
 		c.metrics.otel = inst
 	}
+	c.tele = newTracing(c.cfg.tracerProvider, c.cfg.tableName, c.cfg.ownerName)
 	c.here = newHere(c.cfg.maxObservations)
 	c.sched = newScheduler(c)
 	c.plain = c.newPlainAcquire()
@@ -208,7 +214,7 @@ func (c *Client) register(ctx context.Context, l *Lock) error {
 		cancel()
 		return notGranted(ErrClientClosed, "key %q", l.partitionKey)
 	}
-	prev, replaced := c.here.add(l)
+	prev, replaced := c.here.add(l, c.now())
 	if !replaced {
 		c.mu.RUnlock()
 		// prev's write came after l's: l was taken before it was even

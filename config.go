@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/arielsrv/dynamolock/v2/internal/clock"
 )
@@ -35,10 +36,11 @@ type config struct {
 	ttlAttribute                 string
 	logger                       *slog.Logger
 	meterProvider                metric.MeterProvider
-	singleWriterRegion           bool        // WithSingleWriterRegion
-	session                      bool        // WithSession
-	schema                       schema      // the item's key and TTL attribute names, from the fields above
-	clock                        clock.Clock // where the client reads time and waits (clock.go): clock.Real but in the simulation
+	tracerProvider               trace.TracerProvider // nil: the global one
+	singleWriterRegion           bool                 // WithSingleWriterRegion
+	session                      bool                 // WithSession
+	schema                       schema               // the item's key and TTL attribute names, from the fields above
+	clock                        clock.Clock          // where the client reads time and waits (clock.go): clock.Real but in the simulation
 }
 
 // defaultConfig is the configuration of a client given no option.
@@ -74,8 +76,8 @@ var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 // the option that set it. It only reads.
 func (c *config) check() error {
 	switch {
-	case !tableNamePattern.MatchString(c.tableName):
-		return invalid("table name", c.tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
+	case !validTable(c.tableName):
+		return invalid("table name", c.tableName, tableNameRule)
 	case c.partitionKeyName == "":
 		return invalid("WithPartitionKeyName", c.partitionKeyName, "must not be empty")
 	case c.sortKeyDeclared && c.sortKeyName == "":

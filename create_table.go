@@ -44,18 +44,23 @@ func (c *Client) CreateTable(tableName string, opts ...CreateTableOption) (*dyna
 // as success instead. Creating the client's own table (tableName is the
 // name given to [New]) keyed on other attributes than the client's returns
 // an *[InvalidArgumentError] before any call: the client could not use it.
+// So does a table ARN: DynamoDB creates a table by its name, in the
+// account and Region of the client's credentials and endpoint.
 func (c *Client) CreateTableWithContext(ctx context.Context, tableName string, opts ...CreateTableOption) (*dynamodb.CreateTableOutput, error) {
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
-	o, err := c.createTableOptions(tableName, opts)
+	o, err := c.createTableOptions(tableName, opts, false)
 	if err != nil {
 		return nil, err
 	}
 	return c.createLockTable(ctx, o)
 }
 
-func (c *Client) createTableOptions(tableName string, opts []CreateTableOption) (*createDynamoDBTableOptions, error) {
+// createTableOptions checks the options of a creation of tableName; an
+// ARN is refused unless ensuring (CreateTableIfNotExists, which describes
+// the table first and creates none by ARN).
+func (c *Client) createTableOptions(tableName string, opts []CreateTableOption, ensuring bool) (*createDynamoDBTableOptions, error) {
 	o := &createDynamoDBTableOptions{
 		billingMode:      types.BillingModePayPerRequest,
 		tableName:        tableName,
@@ -67,8 +72,12 @@ func (c *Client) createTableOptions(tableName string, opts []CreateTableOption) 
 			opt(o)
 		}
 	}
+	arn, isARN := parseTableARN(tableName)
 	switch {
-	case !tableNamePattern.MatchString(tableName):
+	case isARN && !ensuring:
+		return nil, invalid("table name", tableName, "is a table ARN: DynamoDB creates a table by its name, in the account and Region "+
+			"of the client's credentials and endpoint; create %q there (deploy/ has infrastructure code for it) and name it by its ARN elsewhere", arn.name)
+	case !isARN && !tableNamePattern.MatchString(tableName):
 		return nil, invalid("table name", tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
 	case o.partitionKeyName == "" || lockAttribute(o.partitionKeyName):
 		return nil, invalid("WithCustomPartitionKeyName", o.partitionKeyName, "must not be empty or an attribute the lock itself uses")
@@ -230,6 +239,11 @@ func (c *Client) AssertTableExists(ctx context.Context) error {
 // use such a table. Billing, tags and TTL are not checked or changed on an
 // existing table.
 //
+// A client whose table is an ARN (a table of another account, say) never
+// creates it: when the table exists it is checked as above, and when it
+// does not the error matches [ErrTableNotFound] and says to create it by
+// name in its own account.
+//
 // It costs one DescribeTable when the table exists, and one DescribeTable
 // plus the creation when it does not. It needs DescribeTable; with a
 // [DynamoDBClient] that lacks it, it returns [ErrUnsupportedOperation]
@@ -240,7 +254,7 @@ func (c *Client) CreateTableIfNotExists(ctx context.Context, opts ...CreateTable
 		return false, err
 	}
 	tableName := c.cfg.tableName
-	o, err := c.createTableOptions(tableName, opts)
+	o, err := c.createTableOptions(tableName, opts, true)
 	if err != nil {
 		return false, err
 	}
@@ -250,6 +264,10 @@ func (c *Client) CreateTableIfNotExists(ctx context.Context, opts ...CreateTable
 	desc, err := describeTable(ctx, c, tableName)
 	if err != nil {
 		return false, err
+	}
+	if arn, isARN := parseTableARN(tableName); isARN && desc == nil {
+		return false, fmt.Errorf("%w: %q at %s: a table named by its ARN is not created (DynamoDB creates a table by its name, in the account and Region of the caller): "+
+			"create table %q in account %s, Region %s (deploy/ has infrastructure code for it)", ErrTableNotFound, tableName, c.endpointOf(nil), arn.name, arn.account, arn.region)
 	}
 	if desc == nil {
 		_, err := c.createLockTable(ctx, o)

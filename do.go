@@ -35,7 +35,11 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	inner, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	lctx := l.endContext()
-	stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
+	stop := context.AfterFunc(lctx, func() {
+		cause := context.Cause(lctx)
+		cancel(cause)
+		c.lostInDo(ctx, l, cause) // on the span of Do's caller
+	})
 	fctx := lockContext{Context: inner, l: l, cancel: cancel}
 	// Release even if fn panics, so a recovered panic leaks no lock.
 	defer func() {

@@ -113,8 +113,9 @@
 //     [WithHoldLockOnServiceUnavailable]), or one session for every lock
 //     ([WithSession]); taking over dead holders
 //     ([WithClockSkewBound], [WithMaxLockObservationCacheSize]); global
-//     tables ([WithSingleWriterRegion]); logs and metrics ([WithSlog],
-//     [WithLogger], [WithContextLogger], [WithMeterProvider]).
+//     tables ([WithSingleWriterRegion]); logs, metrics and
+//     traces ([WithSlog], [WithLogger], [WithContextLogger],
+//     [WithMeterProvider], [WithTracerProvider]).
 //   - Acquisition, given to [Client.AcquireLockWithContext], [Client.Do],
 //     [Client.AcquireLocks], [Semaphore.Acquire], [Election.Campaign],
 //     [RWLock.RLock] and [RWLock.Lock] ([AcquireLockOption]): how to wait

@@ -91,10 +91,14 @@ func (c *Client) NewElection(name string) *Election {
 //
 // Called while this Election already leads, Campaign proclaims value (see
 // [Election.Proclaim]) and returns the same lock.
-func (e *Election) Campaign(ctx context.Context, value []byte, opts ...AcquireLockOption) (*Lock, error) {
+func (e *Election) Campaign(ctx context.Context, value []byte, opts ...AcquireLockOption) (l *Lock, err error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
+	// One span for the campaign, whatever the number of acquisitions
+	// (each wait that ends in a timeout starts another): they run in it.
+	ctx, t := e.c.startAcquire(ctx, kindElection, e.name)
+	defer func() { t.end(err, l) }()
 	if l := e.current(); l != nil && l.Err() == nil {
 		if err := e.Proclaim(ctx, value); err != nil {
 			return nil, err
@@ -106,7 +110,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte, opts ...AcquireLo
 		return nil, invalid("WithReentrant", true, "cannot be used with Campaign: a candidate that finds its own owner's item waits for it")
 	}
 	for {
-		l, err := e.c.acquireKey(ctx, e.name, opts, true)
+		l, err := e.c.acquireKeyIn(ctx, t, e.name, opts, true)
 		if err == nil {
 			e.mu.Lock()
 			e.lock, e.unsure = l, false

@@ -252,7 +252,7 @@ func (c *Client) heartbeat(ctx context.Context, l *Lock, o *sendHeartbeatOptions
 // is still this acquisition's (same owner and fencing token: a guarded
 // refresh transaction moved the RVN), in which case the beat is sent again
 // against the RVN it found, or whether someone else has it.
-func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOptions, background bool) error {
+func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOptions, background bool) (err error) {
 	if l.kind != heldLock {
 		return ErrReadOnlyLockHeartbeat
 	}
@@ -260,6 +260,14 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 		return fmt.Errorf("dynamolock: heartbeat of %q: waiting for the lock's previous write: %w", l.partitionKey, err)
 	}
 	defer l.giveWrites()
+	// A heartbeat that sent a write and failed gets a span (trace.go); a
+	// healthy one, none.
+	start, sent, grant := c.now(), false, c.tele.grantOf(l)
+	defer func() {
+		if sent && err != nil {
+			c.heartbeatFailed(ctx, l, grant, start, background, err)
+		}
+	}()
 	for follows := 0; ; follows++ {
 		now := c.now()
 		if err := l.endErr(now); err != nil {
@@ -297,6 +305,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			c.sched.notify(l) // the lease may now end earlier: Done must close then
 		}
 
+		sent = true
 		out, err := c.updateItem(ctx, w.input)
 		if err == nil {
 			if err := l.renewed(w, out.Attributes); err != nil {

@@ -50,6 +50,10 @@ import (
 type here struct {
 	mu    sync.RWMutex
 	locks map[string]*Lock // the registry; guarded by mu
+	// granted is when each lock of the registry was added to it (its
+	// grant), until it ends: the hold's duration; guarded by mu. Apart from
+	// locks, so that a lock replaced there still has its grant.
+	granted map[*Lock]time.Time
 
 	inflight sync.Map // RVN → struct{}
 
@@ -71,7 +75,7 @@ type here struct {
 }
 
 func newHere(maxObservations int) here {
-	return here{locks: make(map[string]*Lock), seen: observations{m: make(map[string]observation), max: maxObservations}}
+	return here{locks: make(map[string]*Lock), granted: make(map[*Lock]time.Time), seen: observations{m: make(map[string]observation), max: maxObservations}}
 }
 
 // held returns the lock held here for regKey, if any.
@@ -163,7 +167,7 @@ func (h *here) all() []*Lock {
 // this owner name adopted the item l's write made, and one of this
 // client's took it from that one. l is then the lock superseded, not prev
 // (the simulation's invariant 2, seed 46400421).
-func (h *here) add(l *Lock) (prev *Lock, replaced bool) {
+func (h *here) add(l *Lock, now time.Time) (prev *Lock, replaced bool) {
 	token := l.FencingToken()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -173,23 +177,33 @@ func (h *here) add(l *Lock) (prev *Lock, replaced bool) {
 		return prev, false
 	}
 	h.locks[k] = l
+	if _, ok := h.granted[l]; !ok {
+		h.granted[l] = now
+	}
 	return prev, true
 }
 
 // end takes l out of the registry (unless another lock of its key replaced
 // it there), then cancels its end context (closing Done) with reason, then
-// wakes the acquisitions watching its key: rule 2.
-func (h *here) end(l *Lock, cancel context.CancelCauseFunc, reason error, now time.Time) {
+// wakes the acquisitions watching its key: rule 2. It returns how long l
+// was held since it was added, if it was.
+func (h *here) end(l *Lock, cancel context.CancelCauseFunc, reason error, now time.Time) (held time.Duration, granted bool) {
 	k := l.regKey()
 	h.mu.Lock()
 	if h.locks[k] == l {
 		delete(h.locks, k)
 	}
+	at, granted := h.granted[l]
+	delete(h.granted, l)
 	h.mu.Unlock()
 	if cancel != nil {
 		cancel(reason)
 	}
 	h.wake(k, now)
+	if !granted {
+		return 0, false
+	}
+	return max(now.Sub(at), 0), true
 }
 
 // sending records rvn, an acquiring write about to be sent, as in flight.

@@ -468,8 +468,17 @@ func (l *Lock) end(lost *LockLostError) bool {
 	}
 	l.mu.Unlock()
 	c := l.client
-	c.here.end(l, cancel, reason, c.now()) // this client's own waiters try at once
+	held, granted := c.here.end(l, cancel, reason, c.now()) // this client's own waiters try at once
 	c.sched.notify(l)
+	if granted {
+		c.metrics.held(held, lost != nil)
+	} else {
+		held = -1
+	}
+	if lost != nil {
+		c.lostSpan(l, lost, held)
+	}
+	c.tele.ended(l)
 	if s := l.heldBy(); s != nil {
 		s.remove(l)
 	}

@@ -25,6 +25,15 @@ type Stats struct {
 	ThrottledProvisioned uint64 // a provisioned table's capacity
 	ThrottledMaxOnDemand uint64 // an on-demand table's configured maximum
 	ThrottledAccount     uint64 // the account's quota
+
+	// Contention and cost (see WithMeterProvider for the metrics of the
+	// same figures).
+	Waiters               int           // acquiring calls waiting behind a holder now
+	ContendedAcquisitions uint64        // acquiring calls that ended after waiting behind a holder
+	HoldsEnded            uint64        // held locks that ended (released or lost)
+	HoldTime              time.Duration // their time held, grant to release or loss, summed
+	ConsumedCapacity      float64       // capacity units DynamoDB reported for the client's calls
+	UnreportedCapacity    float64       // write units of failed conditional writes, which DynamoDB charges and does not report: estimated
 }
 
 // Stats returns the client's counters. It makes no DynamoDB call.
@@ -45,7 +54,7 @@ func (c *Client) Stats() Stats {
 		ThrottledProvisioned: m.throttledBy[ThrottleProvisioned].Load(),
 		ThrottledMaxOnDemand: m.throttledBy[ThrottleMaxOnDemand].Load(),
 		ThrottledAccount:     m.throttledBy[ThrottleAccount].Load(),
-	}
+	}.withContention(&m.contention)
 }
 
 // clientMetrics counts what the client does; the counters feed Stats and
@@ -63,6 +72,8 @@ type clientMetrics struct {
 
 	throttledAll atomic.Uint64
 	throttledBy  [numThrottleLimits]atomic.Uint64
+
+	contention contentionCounts // waiters, contended acquisitions, holds, capacity (contention_metrics.go)
 }
 
 func newClientMetrics(o *otelInstruments) *clientMetrics { return &clientMetrics{otel: o} }
@@ -77,6 +88,15 @@ func (m *clientMetrics) call(ctx context.Context, op string) {
 func (m *clientMetrics) acquired(ctx context.Context, err error, waited time.Duration) {
 	if m.otel == nil {
 		return
+	}
+	m.otel.acquired(ctx, acquireOutcome(err), waited)
+}
+
+// acquireOutcome names how an acquiring call ended, for its metrics and its
+// span.
+func acquireOutcome(err error) string {
+	if err == nil {
+		return "acquired"
 	}
 	outcome := "acquired"
 	var lng *LockNotGrantedError
@@ -95,7 +115,7 @@ func (m *clientMetrics) acquired(ctx context.Context, err error, waited time.Dur
 	default:
 		outcome = "error"
 	}
-	m.otel.acquired(ctx, outcome, waited)
+	return outcome
 }
 
 func (m *clientMetrics) heartbeat(ctx context.Context, outcome string) {

@@ -68,7 +68,9 @@ var errThrottledMember = errors.New("the transaction was cancelled for throughpu
 // A call that gives up after a transaction that may have committed (its
 // answer was lost, or the reads after it failed) releases every key again
 // before it returns (best effort: otherwise they expire after one lease).
-func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...AcquireLockOption) ([]*Lock, error) {
+func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...AcquireLockOption) (locks []*Lock, err error) {
+	ctx, t := c.startAcquire(ctx, kindLocks, keys...)
+	defer func() { t.end(err, locks...) }()
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -84,12 +86,13 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 	}
 	sorted := slices.Sorted(slices.Values(keys))
 	a := c.newAcquisition(modeAll, o, sorted, fmt.Sprintf("keys %q", sorted))
+	t.attach(a)
 	got, err := a.admitThenRun(ctx)
 	c.metrics.acquired(ctx, err, c.since(a.start))
 	if err != nil {
 		return nil, err
 	}
-	locks := make([]*Lock, len(keys))
+	locks = make([]*Lock, len(keys))
 	for i, k := range keys {
 		locks[i] = got[slices.Index(sorted, k)]
 	}

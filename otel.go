@@ -33,8 +33,29 @@ const meterName = "github.com/arielsrv/dynamolock/v2"
 //     reason: the limit DynamoDB named, key_range, provisioned,
 //     max_on_demand, account, or unspecified when it gave none; see
 //     [ThrottlingError])
+//   - dynamolock.waiters (up-down counter, {call}; kind: lock, locks,
+//     semaphore, election, rwlock.read, rwlock.write): acquiring calls
+//     waiting behind a holder now, from the first wait of the call to its
+//     end
+//   - dynamolock.acquire.contended (counter, {acquisition}; kind, outcome):
+//     acquiring calls that waited behind a holder (a live holder, readers,
+//     or waiters before them in a fair queue), counted as they end
+//   - dynamolock.hold.duration (histogram, s; outcome: released, lost): a
+//     lock's time from its grant to its release or loss; buckets 0.01,
+//     0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600,
+//     86400 (a critical section to a leader's day)
+//   - dynamolock.dynamodb.consumed_capacity (counter, {capacity_unit};
+//     operation, source: reported, estimated): the capacity units each
+//     call consumed, as DynamoDB reports them (every request asks for
+//     ReturnConsumedCapacity TOTAL, which costs nothing), and, estimated,
+//     the write units of conditional writes that failed, which DynamoDB
+//     charges but does not report (the larger of the item's size and 1 KB,
+//     from the item the failure returns)
 //
-// Default: no metrics (a no-op). [Client.Stats] works either way.
+// No metric has a key as an attribute: their number is unbounded.
+//
+// Default: no metrics (a no-op). [Client.Stats] works either way, with
+// the same figures.
 func WithMeterProvider(mp metric.MeterProvider) ClientOption {
 	return func(c *Client) { c.cfg.meterProvider = mp }
 }
@@ -51,6 +72,7 @@ type otelInstruments struct {
 	calls        metric.Int64Counter
 	throttles    metric.Int64Counter
 	held         metric.Int64ObservableUpDownCounter
+	contentionInstruments
 }
 
 func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, error) {
@@ -85,6 +107,8 @@ func newOtelInstruments(c *Client, mp metric.MeterProvider) (*otelInstruments, e
 			return nil
 		}))
 	err = joinErrors(err, e)
+	o.contentionInstruments, e = newContentionInstruments(m)
+	err = joinErrors(err, e)
 	if err != nil {
 		return nil, err
 	}
@@ -113,12 +137,16 @@ func (o *otelInstruments) heartbeat(ctx context.Context, outcome string) {
 }
 
 func (o *otelInstruments) lost(cause error) {
-	name := "lease_expired"
+	o.lostLocks.Add(context.Background(), 1, metric.WithAttributes(attribute.String("cause", lossCause(cause))))
+}
+
+// lossCause names the cause of a loss, for its metric and its span.
+func lossCause(cause error) string {
 	switch {
 	case errors.Is(cause, ErrLockTakenOver):
-		name = "taken_over"
+		return "taken_over"
 	case errors.Is(cause, ErrClientClosed):
-		name = "client_closed"
+		return "client_closed"
 	}
-	o.lostLocks.Add(context.Background(), 1, metric.WithAttributes(attribute.String("cause", name)))
+	return "lease_expired"
 }

@@ -83,7 +83,9 @@ func (c *Client) ReleaseLockWithContext(ctx context.Context, lock *Lock, opts ..
 	return c.releaseLock(ctx, lock, o)
 }
 
-func (c *Client) releaseLock(ctx context.Context, l *Lock, o *releaseLockOptions) (bool, error) {
+// releaseHeld releases l, a lock this client acquired (the work of
+// releaseLock, which traces it).
+func (c *Client) releaseHeld(ctx context.Context, l *Lock, o *releaseLockOptions) (bool, error) {
 	if err := c.checkOwner(l); err != nil {
 		return false, err
 	}
@@ -209,9 +211,9 @@ func (c *Client) freedBySessionEnd(l *Lock, item map[string]types.AttributeValue
 	return true
 }
 
-// forceRelease releases the item a read-only view of this client's own owner
+// forceReleaseView releases the item a read-only view of this client's own owner
 // shows (a lock left behind by an earlier run with the same owner name).
-func (c *Client) forceRelease(ctx context.Context, l *Lock, o *releaseLockOptions) (bool, error) {
+func (c *Client) forceReleaseView(ctx context.Context, l *Lock, o *releaseLockOptions) (bool, error) {
 	if err := c.checkOwner(l); err != nil {
 		return false, err
 	}

@@ -413,3 +413,12 @@ func (v *view) readerSessions() []string {
 	}
 	return keys
 }
+
+// readersHolding is the number of readers whose entries v's item holds (0
+// for an item that is not a read/write lock's).
+func (v *view) readersHolding() int {
+	if v.rw == nil {
+		return 0
+	}
+	return len(v.rw.readers)
+}

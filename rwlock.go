@@ -163,8 +163,14 @@ func (rw *RWLock) Lock(ctx context.Context, opts ...AcquireLockOption) (*Lock, e
 	return rw.acquire(ctx, true, opts)
 }
 
-func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOption) (*Lock, error) {
+func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOption) (l *Lock, err error) {
 	c := rw.c
+	kind := kindRead
+	if writer {
+		kind = kindWrite
+	}
+	ctx, t := c.startAcquire(ctx, kind, rw.name)
+	defer func() { t.end(err, l) }()
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -183,6 +189,7 @@ func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOp
 	a := c.newAcquisition(modeOne, o, []string{rw.name}, "rwlock "+strconv.Quote(rw.name))
 	a.kind = &rwHolder{writer: writer, waiterPlace: waiterPlace{id: randomID(), lease: min(max(o.lease, time.Millisecond), maxWaiterLease)}}
 	a.watches[0].fair = nil // WithFairness: the read/write lock's queue is always fair (rwDecide)
+	t.attach(a)
 	locks, err := a.admitThenRun(ctx)
 	c.metrics.acquired(ctx, err, c.since(a.start))
 	if err != nil {

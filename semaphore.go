@@ -89,8 +89,10 @@ func (s *Semaphore) slot(i int) string { return s.name + "#" + strconv.Itoa(i) }
 // a free one, so size when every slot is held. A wait then adds one
 // consistent GetItem per slot per refresh period, plus one UpdateItem to
 // take the slot that frees up.
-func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lock, error) {
+func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (l *Lock, err error) {
 	c := s.c
+	ctx, t := c.startAcquire(ctx, kindSemaphore, s.name)
+	defer func() { t.end(err, l) }()
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -116,6 +118,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (*Lo
 		}
 	}
 	a := c.newAcquisition(modeAny, o, keys, "semaphore "+strconv.Quote(s.name))
+	t.attach(a)
 	k := slots{}
 	if o.fair {
 		k.fair = a.watches[0]

@@ -127,9 +127,10 @@ func (ss *sessions) current(ctx context.Context, c *Client) (*Session, error) {
 			ss.started++
 			n := ss.started
 			ss.mu.Unlock()
+			traced := withSpanOf(ctx) // the span of the call that starts it
 			c.background(func(ctx context.Context) {
 				// No use once Close has begun: it ends with it.
-				ctx, cancel := c.closingContext(ctx)
+				ctx, cancel := c.closingContext(traced(ctx))
 				defer cancel()
 				ss.start(ctx, c, st, n)
 			})

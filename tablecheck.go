@@ -165,6 +165,14 @@ func (c *Client) checkReplication(ctx context.Context, d *types.TableDescription
 	if refused := c.replicationRefused(d); refused != nil || !mayBeLegacyGlobal(d) {
 		return refused, nil
 	}
+	if _, isARN := parseTableARN(c.cfg.tableName); isARN {
+		// DescribeGlobalTable takes a name, in the caller's own account: it
+		// cannot describe a table of another account, and a table shared
+		// with another account cannot be a legacy replica (resource-based
+		// policies do not support them).
+		c.warnCheck(ctx, warnARNLegacyGlobal, nil)
+		return nil, nil
+	}
 	if !c.canDescribeGlobal() {
 		c.warnCheck(ctx, warnNoDescribeGlobalTable, nil)
 		return nil, nil
@@ -244,6 +252,7 @@ const (
 	warnDescribeTable
 	warnNoDescribeGlobalTable
 	warnDescribeGlobalTable
+	warnARNLegacyGlobal
 )
 
 // warnCheck logs, once per client, that the check cannot run for reason w
@@ -262,6 +271,10 @@ func (c *Client) warnCheck(ctx context.Context, w checkWarning, err error) {
 	case warnNoDescribeGlobalTable:
 		msg = "the lock table has a stream of new and old images, as every replica of a global table of version 2017.11.29 (legacy) must, and the DynamoDBClient given to New has no DescribeGlobalTable method: " +
 			"not checked for legacy global-table replication (give the client DescribeGlobalTable to have it checked)"
+	case warnARNLegacyGlobal:
+		msg = "the lock table, named by its ARN, has a stream of new and old images, as every replica of a global table of version 2017.11.29 (legacy) must: " +
+			"not checked for legacy global-table replication, since DescribeGlobalTable takes a table name in the caller's own account " +
+			"(a table shared with another account cannot be a legacy replica: resource-based policies do not support them); name it by its name, from its own account, to have it checked"
 	case warnDescribeGlobalTable:
 		msg = "the lock table has a stream of new and old images, as every replica of a global table of version 2017.11.29 (legacy) must, and DescribeGlobalTable failed: " +
 			"not checked for legacy global-table replication (allow dynamodb:DescribeGlobalTable to check it)"

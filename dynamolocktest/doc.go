@@ -127,7 +127,10 @@
 // request shape it does not implement (a list element in an expression, a
 // secondary index, a legacy parameter such as Expected) fails with a
 // ValidationException whose message starts "ddbmodel: unsupported", never
-// with a success. It does not model capacity, throttling other than
-// [Conn.Throttle] and [Conn.ThrottleHotKey], TTL deletion, DeleteTable, secondary indexes, streams,
-// or global tables.
+// with a success. Each request consumes the capacity units DynamoDB would
+// charge, which its answer carries when it asks (ReturnConsumedCapacity),
+// and a table ARN names its table wherever a name does (but CreateTable).
+// It does not model throttling other than [Conn.Throttle] and
+// [Conn.ThrottleHotKey], TTL deletion, DeleteTable, secondary indexes,
+// streams, or global tables.
 package dynamolocktest

@@ -9,14 +9,22 @@
 # than MAX_OTHERS remain, printing them.
 #
 #   scripts/consumer-check.sh            check (exit 1 above the bound)
-#   CONSUMER_CHECK_MAX=N scripts/...     another bound (default 13)
+#   CONSUMER_CHECK_MAX=N scripts/...     another bound (default 19)
+#
+# The bound was 13 until issue 62: tracing defaults to OpenTelemetry's
+# global tracer provider (as its instrumentation libraries do), and the
+# package that holds it imports go.opentelemetry.io/auto/sdk, whose go.mod
+# lists testify and its dependencies (go-spew, go-difflib, yaml.v3,
+# check.v1, kr/pretty, go-internal): six modules in the build list, none
+# compiled into the program, and already in the build of any program that
+# uses OpenTelemetry's global API.
 #
 # Needs the module proxy (or a module cache holding every module in the
 # build list); touches nothing in the checkout.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MAX_OTHERS="${CONSUMER_CHECK_MAX:-13}"
+MAX_OTHERS="${CONSUMER_CHECK_MAX:-19}"
 LIB="$(cd "$ROOT" && go list -m)"
 CONSUMER="example.com/dynamolock-consumer"
 

@@ -40,6 +40,11 @@ func explain(cfg *config, db *dynamodb.Client, err error) string {
 		resp    *awshttp.ResponseError
 	)
 	switch {
+	case (errors.Is(err, dynamolock.ErrTableNotFound) || errors.As(err, &missing)) && strings.HasPrefix(cfg.table, "arn:"):
+		// A table named by its ARN (one of another account, say) is
+		// created by its name, from the account that owns it.
+		return fmt.Sprintf("table %q not found %s: create it by name in the account and region its ARN names "+
+			"(`lock-example --table NAME create-table` there, or deploy/), or check --table and the endpoint", cfg.table, where)
 	case errors.Is(err, dynamolock.ErrTableNotFound) || errors.As(err, &missing):
 		return fmt.Sprintf("table %q not found %s: create it with `%s`, or check --table, the endpoint and the region",
 			cfg.table, where, create)

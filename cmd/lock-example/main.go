@@ -230,7 +230,7 @@ type config struct {
 func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("lock-example", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.table, "table", defaultTable, "DynamoDB table holding the locks")
+	fs.StringVar(&cfg.table, "table", defaultTable, "DynamoDB table holding the locks: its name, or its ARN (a table of another account)")
 	fs.StringVar(&cfg.partitionKey, "partition-key-name", dynamolock.DefaultPartitionKeyName, "partition key attribute of the table")
 	fs.StringVar(&cfg.sortKey, "sort-key", "", "NAME=VALUE: lock under sort key VALUE in attribute NAME (tables with a sort key);\nNAME alone for create-table and list")
 	fs.StringVar(&cfg.owner, "owner", "", "owner name written in the lock (default: host name and a random UUID);\nfor force-release, the owner the lock must have")

@@ -74,6 +74,7 @@ type tee struct {
 	// (known_test.go); lastModel is the model's answer to the last request.
 	known     map[string]int
 	lastModel error
+	lastOut   any // the model's answer to the last request
 }
 
 func (d *tee) record(op string, in any, mErr, lErr error, mOut, lOut any) {
@@ -117,6 +118,54 @@ func (d *tee) record(op string, in any, mErr, lErr error, mOut, lOut any) {
 	if m, l := outItems(mOut), outItems(lOut); !sameItems(m, l) {
 		fail("returned items differ:\n  model %s\n  local %s", showAll(m), showAll(l))
 	}
+	mu, ml := outCapacity(mOut), outCapacity(lOut)
+	switch {
+	case mu == ml:
+		d.calls["capacity "+op]++
+	case matchKnownCapacity(in, mu, ml) != "":
+		d.known[matchKnownCapacity(in, mu, ml)]++
+	default:
+		fail("consumed capacity differs: %s (model) vs %s (DynamoDB Local)", mu, ml)
+	}
+}
+
+// outCapacity is the consumed capacity an answer reports, as text ("" for
+// none): each entry's table and units.
+func outCapacity(out any) string {
+	show := func(cc ...types.ConsumedCapacity) string {
+		var b strings.Builder
+		for _, c := range cc {
+			fmt.Fprintf(&b, "%s=%v", aws.ToString(c.TableName), aws.ToFloat64(c.CapacityUnits))
+			if c.Table != nil {
+				fmt.Fprintf(&b, "(table %v)", aws.ToFloat64(c.Table.CapacityUnits))
+			}
+			b.WriteString(" ")
+		}
+		return b.String()
+	}
+	one := func(c *types.ConsumedCapacity) string {
+		if c == nil {
+			return ""
+		}
+		return show(*c)
+	}
+	switch o := out.(type) {
+	case *dynamodb.GetItemOutput:
+		return one(o.ConsumedCapacity)
+	case *dynamodb.UpdateItemOutput:
+		return one(o.ConsumedCapacity)
+	case *dynamodb.PutItemOutput:
+		return one(o.ConsumedCapacity)
+	case *dynamodb.DeleteItemOutput:
+		return one(o.ConsumedCapacity)
+	case *dynamodb.QueryOutput:
+		return one(o.ConsumedCapacity)
+	case *dynamodb.ScanOutput:
+		return one(o.ConsumedCapacity)
+	case *dynamodb.TransactWriteItemsOutput:
+		return show(o.ConsumedCapacity...)
+	}
+	return ""
 }
 
 // errClass names what the test compares of an error: its type or code.
@@ -307,6 +356,7 @@ func call[I, O any](d *tee, op string, in I, m, l func(context.Context, I, ...fu
 	// stores have to see every request.
 	ctx := context.Background()
 	mOut, mErr := m(ctx, in)
+	d.lastOut = mOut
 	lOut, lErr := l(ctx, in)
 	if c := errClass(lErr); strings.HasPrefix(c, "other: ") {
 		d.t.Errorf("DynamoDB Local failed: %v", lErr)

@@ -2,9 +2,12 @@ package ddbmodel_test
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -56,6 +59,23 @@ var knownDifferences = []knownDifference{
 		},
 	},
 	{
+		name:  "return-consumed-capacity-enum",
+		doc:   "API reference, ReturnConsumedCapacity: valid values INDEXES | TOTAL | NONE",
+		local: "accepts any value",
+		match: func(op string, m, l error) bool {
+			return l == nil && strings.Contains(errMessage(m), "at 'returnConsumedCapacity' failed to satisfy constraint")
+		},
+	},
+	{
+		name: "transaction-table-arn",
+		doc: "Developer Guide, DynamoDB API operations supported by resource-based policies: TransactWriteItems supports " +
+			"table name overloading (a table ARN in TableName), as the other data plane operations do",
+		local: "answers ResourceNotFoundException to a transaction whose member names its table by ARN",
+		match: func(op string, m, l error) bool {
+			return op == "TransactWriteItems" && errClass(l) == "ResourceNotFound" && errClass(m) != "ResourceNotFound"
+		},
+	},
+	{
 		name: "transaction-update-cannot-apply",
 		doc: "API reference, TransactionCanceledException: an update that cannot be applied to its item (\"An operand in " +
 			"the update expression has an incorrect data type\", \"The document path provided in the update expression is " +
@@ -76,6 +96,81 @@ var knownDifferences = []knownDifference{
 			return false
 		},
 	},
+}
+
+// knownCapacityDifferences are the consumed capacities in which DynamoDB
+// Local differs from the service's documentation, as knownDifferences are
+// for errors: match gets the request and the capacity each side reported
+// (outCapacity's text).
+var knownCapacityDifferences = []struct {
+	name, doc, local string
+	match            func(in any, model, local string) bool
+}{
+	{
+		name: "transaction-condition-check-of-no-item",
+		doc: "Developer Guide, DynamoDB read and write operations: a read of an item that does not exist still consumes " +
+			"read capacity as one of up to 4 KB; a transactional read costs twice a strongly consistent one",
+		local: "charges nothing for a transaction's ConditionCheck of an item that does not exist",
+		match: func(in any, m, l string) bool {
+			tx, ok := in.(*dynamodb.TransactWriteItemsInput)
+			if !ok {
+				return false
+			}
+			checks := 0
+			for _, it := range tx.TransactItems {
+				if it.ConditionCheck != nil {
+					checks++
+				}
+			}
+			mt, mu, ok1 := oneCapacity(m)
+			lt, lu, ok2 := oneCapacity(l)
+			diff := mu - lu
+			return ok1 && ok2 && mt == lt && diff > 0 && diff <= float64(2*checks) && math.Mod(diff, 2) == 0
+		},
+	},
+	{
+		name: "read-of-no-items",
+		doc: "Developer Guide, DynamoDB read and write operations: for Query and Scan you are charged read throughput " +
+			"even if no data exists (the model charges one unit, a half for an eventually consistent read)",
+		local: "reports 0 units for a Query or Scan that returns no item",
+		match: func(in any, m, l string) bool {
+			switch in.(type) {
+			case *dynamodb.QueryInput, *dynamodb.ScanInput:
+			default:
+				return false
+			}
+			mt, mu, ok1 := oneCapacity(m)
+			lt, lu, ok2 := oneCapacity(l)
+			return ok1 && ok2 && mt == lt && lu == 0 && (mu == 1 || mu == 0.5)
+		},
+	},
+	{
+		name:  "capacity-unasked",
+		doc:   "API reference, DeleteItem, ConsumedCapacity: returned only if the ReturnConsumedCapacity parameter was specified",
+		local: "returns it for a DeleteItem of an item that does not exist, asked or not",
+		match: func(in any, m, l string) bool {
+			d, ok := in.(*dynamodb.DeleteItemInput)
+			return ok && m == "" && l != "" &&
+				(d.ReturnConsumedCapacity == "" || d.ReturnConsumedCapacity == types.ReturnConsumedCapacityNone)
+		},
+	},
+}
+
+// matchKnownCapacity returns the name of the known difference that the
+// capacities model and local reported for in make, or "".
+func matchKnownCapacity(in any, m, l string) string {
+	for _, k := range knownCapacityDifferences {
+		if k.match(in, m, l) {
+			return k.name
+		}
+	}
+	return ""
+}
+
+// oneCapacity parses outCapacity's text of one entry.
+func oneCapacity(s string) (table string, units float64, ok bool) {
+	_, err := fmt.Sscanf(strings.ReplaceAll(s, "=", " "), "%s %g", &table, &units)
+	return table, units, err == nil
 }
 
 type knownDifference struct {

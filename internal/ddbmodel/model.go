@@ -24,8 +24,9 @@
 // Attribute paths may name members of maps (#q.#w: the fair mode's queue),
 // in conditions (attribute_exists, attribute_not_exists, size, comparisons)
 // and updates (SET, REMOVE, ADD, if_not_exists); list elements ([n]) are not
-// modelled. It does not model capacity, item-size accounting beyond the
-// 400 KB limit, TTL deletion (the TTL setting is kept and described; no
+// modelled. It counts the capacity units each request consumes and
+// returns them when asked (capacity.go), but does not throttle; it does not
+// model TTL deletion (the TTL setting is kept and described; no
 // item is deleted for it), secondary indexes or streams; a request that
 // needs them, or a legacy (pre-expression) parameter, fails with a
 // ValidationException that says "ddbmodel: unsupported".
@@ -82,6 +83,8 @@ type Model struct {
 	// now reads the clock: time.Now, virtual inside a testing/synctest
 	// bubble. Windows of time (a token's, TTL's hour) are measured on it.
 	now func() time.Time
+	// capacity: the read and write units consumed per table (capacity.go).
+	capacity map[string][2]float64
 }
 
 type table struct {

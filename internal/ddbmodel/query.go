@@ -40,6 +40,9 @@ func (m *Model) query(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 	if err := checkRead(in.Limit, in.Select, "Querying"); err != nil {
 		return nil, err
 	}
+	if err := checkReturnCapacity(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
 	values, err := exprParams{names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, hasExpr: true}.check()
 	if err != nil {
 		return nil, err
@@ -79,7 +82,9 @@ func (m *Model) query(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 		slices.Reverse(keys)
 	}
 	return paginate(t, keys, in.ExclusiveStartKey, in.Limit, func(items []Item, last Item) *dynamodb.QueryOutput {
-		out := &dynamodb.QueryOutput{Items: items, Count: int32(len(items)), ScannedCount: int32(len(items)), LastEvaluatedKey: last}
+		units := m.chargeRead(t, items, in.ConsistentRead)
+		out := &dynamodb.QueryOutput{Items: items, Count: int32(len(items)), ScannedCount: int32(len(items)), LastEvaluatedKey: last,
+			ConsumedCapacity: consumed(in.ReturnConsumedCapacity, t.name, units)}
 		if in.Select == types.SelectCount {
 			out.Items = nil
 		}
@@ -252,6 +257,9 @@ func (m *Model) scan(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
 	if err := checkRead(in.Limit, in.Select, "Scanning"); err != nil {
 		return nil, err
 	}
+	if err := checkReturnCapacity(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
 	if _, err := (exprParams{names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, absent: "FilterExpression is null"}).check(); err != nil {
 		return nil, err
 	}
@@ -261,12 +269,26 @@ func (m *Model) scan(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
 	}
 	keys := slices.Sorted(maps.Keys(t.items))
 	return paginate(t, keys, in.ExclusiveStartKey, in.Limit, func(items []Item, last Item) *dynamodb.ScanOutput {
-		out := &dynamodb.ScanOutput{Items: items, Count: int32(len(items)), ScannedCount: int32(len(items)), LastEvaluatedKey: last}
+		units := m.chargeRead(t, items, in.ConsistentRead)
+		out := &dynamodb.ScanOutput{Items: items, Count: int32(len(items)), ScannedCount: int32(len(items)), LastEvaluatedKey: last,
+			ConsumedCapacity: consumed(in.ReturnConsumedCapacity, t.name, units)}
 		if in.Select == types.SelectCount {
 			out.Items = nil
 		}
 		return out
 	})
+}
+
+// chargeRead charges a page of a Query or Scan that returned items: their
+// sizes together, rounded up to 4 KB.
+func (m *Model) chargeRead(t *table, items []Item, consistent *bool) float64 {
+	n := 0
+	for _, it := range items {
+		n += itemBytes(it)
+	}
+	units := readUnits(n, aws.ToBool(consistent))
+	m.charge(t.name, units, 0)
+	return units
 }
 
 func paginate[O any](t *table, keys []string, start Item, limit *int32, out func([]Item, Item) *O) (*O, error) {

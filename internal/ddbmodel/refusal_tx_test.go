@@ -49,6 +49,13 @@ func transactionCases(r refusalTables) []refusal {
 		ExpressionAttributeValues: values{":one": nn("1")}}}
 	known("an update of a missing attribute in a transaction", canceled, "transaction-update-cannot-apply", tx("-", missing, holds))
 	known("an update of a missing attribute beside a failed condition", canceled, "transaction-update-cannot-apply", tx("-", missing, fails))
+	known("ReturnConsumedCapacity SOME", invalid, "return-consumed-capacity-enum", func(ctx context.Context, db api) error {
+		_, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.plain), Key: r.key("tx-none"), ReturnConsumedCapacity: "SOME"})
+		return err
+	})
+	known("a transaction naming its table by ARN", ok, "transaction-table-arn", tx("-",
+		types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(localARN(r.plain)), Key: r.key("tx-none"),
+			ConditionExpression: aws.String("attribute_not_exists(#k)"), ExpressionAttributeNames: names{"#k": attrKey}}}))
 	known("an invalid document path in a transaction", canceled, "transaction-update-cannot-apply", tx("-",
 		types.TransactWriteItem{Update: &types.Update{TableName: aws.String(r.plain), Key: r.key("tx-upd"),
 			UpdateExpression: aws.String("SET #q.#w = :one"), ExpressionAttributeNames: names{"#q": "q", "#w": "w"},

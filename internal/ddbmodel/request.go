@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -19,13 +18,6 @@ import (
 // tableNamePattern is a valid table name: 3 to 255 characters of a-z,
 // A-Z, 0-9, '_', '-' and '.'.
 var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
-
-func checkTableName(name *string) error {
-	if !tableNamePattern.MatchString(aws.ToString(name)) {
-		return validation("Invalid table/index name.  Table/index names must be between 3 and 255 characters long, and may contain only the characters a-z, A-Z, 0-9, '_', '-', and '.'")
-	}
-	return nil
-}
 
 // placeholderPattern is a placeholder as expressions write them: the mark
 // and one or more word characters.

@@ -28,7 +28,7 @@ func (m *Model) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, 
 
 func newTable(in *dynamodb.CreateTableInput) (*table, error) {
 	name := aws.ToString(in.TableName)
-	if err := checkTableName(in.TableName); err != nil {
+	if err := checkNewTableName(in.TableName); err != nil {
 		return nil, err
 	}
 	if len(in.GlobalSecondaryIndexes) > 0 || len(in.LocalSecondaryIndexes) > 0 || in.StreamSpecification != nil {
@@ -114,9 +114,8 @@ func (m *Model) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInp
 		m.done(ctx, "DescribeTable", in, err, nil)
 		return nil, err
 	}
-	t := m.tables[aws.ToString(in.TableName)]
-	if t == nil {
-		err := &types.ResourceNotFoundException{Message: aws.String("Cannot do operations on a non-existent table")}
+	t, err := m.table(in.TableName)
+	if err != nil {
 		m.done(ctx, "DescribeTable", in, err, nil)
 		return nil, err
 	}
@@ -142,8 +141,14 @@ func (m *Model) DescribeGlobalTable(ctx context.Context, in *dynamodb.DescribeGl
 	return nil, err
 }
 
+// table returns the table name names (a name, or a table ARN: see
+// tableNameOf).
 func (m *Model) table(name *string) (*table, error) {
-	if t := m.tables[aws.ToString(name)]; t != nil {
+	n, err := tableNameOf(name)
+	if err != nil {
+		return nil, err
+	}
+	if t := m.tables[n]; t != nil {
 		return t, nil
 	}
 	return nil, notFound()

@@ -138,8 +138,51 @@ func (t *Transaction) commitLocked() (*dynamodb.TransactWriteItemsOutput, error)
 		}
 		m.tokens.finish(t.token, m.now())
 	}
+	out := &dynamodb.TransactWriteItemsOutput{ConsumedCapacity: t.charge()}
 	m.done(t.ctx, "TransactWriteItems", t.in, nil, ch)
-	return &dynamodb.TransactWriteItemsOutput{}, nil
+	return out, nil
+}
+
+// charge charges a committed transaction (capacity.go) and returns its
+// answer's ConsumedCapacity, one entry per table in the order the members
+// name them (nil when the request did not ask).
+func (t *Transaction) charge() []types.ConsumedCapacity {
+	m := t.m
+	var tables []string
+	units := map[string][2]float64{}
+	add := func(table string, read, write float64) {
+		if _, ok := units[table]; !ok {
+			tables = append(tables, table)
+		}
+		u := units[table]
+		u[0] += read
+		u[1] += write
+		units[table] = u
+	}
+	if t.replay {
+		// A token already committed: DynamoDB reads the items to answer.
+		if ws, _, err := m.members(t.in); err == nil {
+			for _, w := range ws {
+				add(w.t.name, readUnits(itemBytes(w.t.items[w.key]), true), 0)
+			}
+		}
+	}
+	for _, s := range t.staged {
+		if s.w.next == nil {
+			add(s.w.t.name, 2*readUnits(itemBytes(s.old), true), 0) // a ConditionCheck: a transactional read
+			continue
+		}
+		add(s.w.t.name, 0, 2*writeCost(s.w, s.old, s.next, false))
+	}
+	var out []types.ConsumedCapacity
+	for _, table := range tables {
+		u := units[table]
+		m.charge(table, u[0], u[1])
+		if c := consumed(t.in.ReturnConsumedCapacity, table, u[0]+u[1]); c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
 }
 
 // heldKey names an item for the transactions that hold it.
@@ -180,6 +223,9 @@ func CancelledByConflict(n, i int) error {
 }
 
 func (m *Model) prepareLocked(ctx context.Context, in *dynamodb.TransactWriteItemsInput, ch *[]Change) (*Transaction, error) {
+	if err := checkReturnCapacity(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
 	tok := aws.ToString(in.ClientRequestToken)
 	if in.ClientRequestToken != nil {
 		if err := checkToken(tok); err != nil {

@@ -3,6 +3,7 @@ package ddbmodel
 import (
 	"context"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -96,6 +97,9 @@ func (m *Model) getItem(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, err
 	if in.ProjectionExpression != nil {
 		return nil, errUnsupported("projections")
 	}
+	if err := checkReturnCapacity(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
 	if err := legacy(map[string]bool{"AttributesToGet": in.AttributesToGet != nil}); err != nil {
 		return nil, err
 	}
@@ -110,7 +114,10 @@ func (m *Model) getItem(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, err
 	if err != nil {
 		return nil, err
 	}
-	return &dynamodb.GetItemOutput{Item: cloneItem(t.items[k])}, nil
+	it := t.items[k]
+	units := readUnits(itemBytes(it), aws.ToBool(in.ConsistentRead))
+	m.charge(t.name, units, 0)
+	return &dynamodb.GetItemOutput{Item: cloneItem(it), ConsumedCapacity: consumed(in.ReturnConsumedCapacity, t.name, units)}, nil
 }
 
 // PutItem writes a whole item, optionally conditioned.
@@ -151,7 +158,7 @@ func (m *Model) prepPut(tableName *string, item Item, condExpr *string, names ma
 }
 
 func (m *Model) putItem(in *dynamodb.PutItemInput, ch *[]Change) (*dynamodb.PutItemOutput, error) {
-	if err := checkWrite("PutItem", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure, map[string]bool{
+	if err := checkWrite("PutItem", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure, in.ReturnConsumedCapacity, map[string]bool{
 		"Expected": in.Expected != nil, "ConditionalOperator": in.ConditionalOperator != ""}); err != nil {
 		return nil, err
 	}
@@ -159,11 +166,11 @@ func (m *Model) putItem(in *dynamodb.PutItemInput, ch *[]Change) (*dynamodb.PutI
 	if err != nil {
 		return nil, err
 	}
-	old, _, err := m.runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure)
+	old, next, err := m.runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
-	out := &dynamodb.PutItemOutput{}
+	out := &dynamodb.PutItemOutput{ConsumedCapacity: consumed(in.ReturnConsumedCapacity, w.t.name, writeCost(w, old, next, false))}
 	if in.ReturnValues == types.ReturnValueAllOld {
 		out.Attributes = cloneItem(old)
 	}
@@ -172,18 +179,22 @@ func (m *Model) putItem(in *dynamodb.PutItemInput, ch *[]Change) (*dynamodb.PutI
 
 // checkWrite validates what a single-item write has besides its item and
 // expressions: its return values, and no legacy parameters.
-func checkWrite(op string, rv types.ReturnValue, rvf types.ReturnValuesOnConditionCheckFailure, legacyParams map[string]bool) error {
+func checkWrite(op string, rv types.ReturnValue, rvf types.ReturnValuesOnConditionCheckFailure, rc types.ReturnConsumedCapacity, legacyParams map[string]bool) error {
 	if err := legacy(legacyParams); err != nil {
 		return err
 	}
 	if err := checkReturnValues(op, rv); err != nil {
 		return err
 	}
+	if err := checkReturnCapacity(rc); err != nil {
+		return err
+	}
 	return checkReturnOnFailure("returnValuesOnConditionCheckFailure", rvf)
 }
 
 // runWrite applies a single-item write: refused while a transaction holds
-// the item, else conditioned.
+// the item, else conditioned. A write whose condition fails is charged
+// (capacity.go), one that applied too.
 func (m *Model) runWrite(w *write, ch *[]Change, rv types.ReturnValuesOnConditionCheckFailure) (old, next Item, err error) {
 	if m.inTx[heldKey(w)] != nil {
 		return nil, nil, TransactionConflict()
@@ -194,6 +205,7 @@ func (m *Model) runWrite(w *write, ch *[]Change, rv types.ReturnValuesOnConditio
 		return nil, nil, err
 	}
 	if !ok {
+		m.charge(w.t.name, 0, writeCost(w, old, nil, true))
 		*ch = append(*ch, Change{Table: w.t.name, Key: w.key, Before: old, After: old})
 		return nil, nil, conditionFailed(old, rv)
 	}
@@ -201,6 +213,7 @@ func (m *Model) runWrite(w *write, ch *[]Change, rv types.ReturnValuesOnConditio
 	if err != nil {
 		return nil, nil, err
 	}
+	m.charge(w.t.name, 0, writeCost(w, old, next, false))
 	*ch = append(*ch, Change{Table: w.t.name, Key: w.key, Before: old, After: next})
 	return old, next, nil
 }
@@ -246,7 +259,7 @@ func (m *Model) prepUpdate(tableName *string, key Item, updExpr, condExpr *strin
 }
 
 func (m *Model) updateItem(in *dynamodb.UpdateItemInput, ch *[]Change) (*dynamodb.UpdateItemOutput, error) {
-	if err := checkWrite("UpdateItem", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure, map[string]bool{
+	if err := checkWrite("UpdateItem", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure, in.ReturnConsumedCapacity, map[string]bool{
 		"Expected": in.Expected != nil, "AttributeUpdates": in.AttributeUpdates != nil, "ConditionalOperator": in.ConditionalOperator != ""}); err != nil {
 		return nil, err
 	}
@@ -258,7 +271,7 @@ func (m *Model) updateItem(in *dynamodb.UpdateItemInput, ch *[]Change) (*dynamod
 	if err != nil {
 		return nil, err
 	}
-	out := &dynamodb.UpdateItemOutput{}
+	out := &dynamodb.UpdateItemOutput{ConsumedCapacity: consumed(in.ReturnConsumedCapacity, w.t.name, writeCost(w, old, next, false))}
 	switch in.ReturnValues {
 	case types.ReturnValueAllNew:
 		out.Attributes = cloneItem(next)
@@ -292,7 +305,7 @@ func (m *Model) prepDelete(tableName *string, key Item, condExpr *string, names 
 }
 
 func (m *Model) deleteItem(in *dynamodb.DeleteItemInput, ch *[]Change) (*dynamodb.DeleteItemOutput, error) {
-	if err := checkWrite("DeleteItem", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure, map[string]bool{
+	if err := checkWrite("DeleteItem", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure, in.ReturnConsumedCapacity, map[string]bool{
 		"Expected": in.Expected != nil, "ConditionalOperator": in.ConditionalOperator != ""}); err != nil {
 		return nil, err
 	}
@@ -300,11 +313,11 @@ func (m *Model) deleteItem(in *dynamodb.DeleteItemInput, ch *[]Change) (*dynamod
 	if err != nil {
 		return nil, err
 	}
-	old, _, err := m.runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure)
+	old, next, err := m.runWrite(w, ch, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
-	out := &dynamodb.DeleteItemOutput{}
+	out := &dynamodb.DeleteItemOutput{ConsumedCapacity: consumed(in.ReturnConsumedCapacity, w.t.name, writeCost(w, old, next, false))}
 	if in.ReturnValues == types.ReturnValueAllOld {
 		out.Attributes = cloneItem(old)
 	}

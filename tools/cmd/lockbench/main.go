@@ -9,6 +9,7 @@
 //	lockbench all [-quick] [-out docs/BENCHMARKS.md] [-png docs/benchmarks.png] [-gobench FILE]
 //	lockbench calls
 //	lockbench latency [-samples 1000]
+//	lockbench tracing [-samples 1000]
 //	lockbench writeparts [-samples 1000]
 //	lockbench capacity [-n 5000 | -search 1000,2500,5000] [-hold 30s] [-lease 3s] [-heartbeat 1s] [-concurrency 32] [-admission 0.8] [-refine] [-bound-point]
 //	lockbench steadiness [-ceiling-writers 32] [-warmup 60s] [-duration 120s]
@@ -67,7 +68,7 @@ func setFlag(fs *flag.FlagSet, name string) bool {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|writeparts|capacity|steadiness|failover|handover|crossover|contention|session [flags]; lockbench CMD -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: lockbench all|calls|latency|tracing|writeparts|capacity|steadiness|failover|handover|crossover|contention|session [flags]; lockbench CMD -h for flags")
 	os.Exit(2)
 }
 
@@ -78,7 +79,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		out        = fs.String("out", "docs/BENCHMARKS.md", "all: the Markdown file to write")
 		png        = fs.String("png", "docs/benchmarks.png", "all: the image to draw")
 		gobench    = fs.String("gobench", "", "all: a file with `go test -bench` output to include")
-		samples    = fs.Int("samples", 1000, "latency, writeparts: rounds measured")
+		samples    = fs.Int("samples", 1000, "latency, tracing, writeparts: rounds measured")
 		n          = fs.String("n", "", "capacity: locks to hold (default 5000); session: comma-separated N, one run each (default 1000,10000,100000; 0: none, the takeover alone)")
 		search     = fs.String("search", "", "capacity: comma-separated N to try in order, stopping at the first loss")
 		refine     = fs.Bool("refine", false, "capacity -search: try the midpoint after the first loss")
@@ -113,7 +114,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		return err
 	}
 	switch cmd {
-	case "all", "calls", "latency", "writeparts", "capacity", "steadiness", "failover", "handover", "crossover", "contention", "session":
+	case "all", "calls", "latency", "tracing", "writeparts", "capacity", "steadiness", "failover", "handover", "crossover", "contention", "session":
 	default:
 		usage()
 	}
@@ -192,6 +193,12 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench latency"}, args...), " ")))
+	case "tracing":
+		r, err := bench.MeasureTracing(ctx, e, *samples)
+		if err != nil {
+			return err
+		}
+		fmt.Println(r.Markdown(strings.Join(append([]string{"go -C tools run ./cmd/lockbench tracing"}, args...), " ")))
 	case "writeparts":
 		r, err := bench.MeasureWriteParts(ctx, e, *samples)
 		if err != nil {
