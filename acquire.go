@@ -289,6 +289,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 			} else {
 				locks, err = a.write(ctx, w)
 			}
+			a.tr.wrote(locks != nil && err == nil)
 			if locks != nil || err != nil {
 				return locks, err
 			}

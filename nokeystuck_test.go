@@ -622,3 +622,76 @@ func rawModelItem(t *testing.T, db *dynamolocktest.DB, key string) map[string]ty
 	require.NoError(t, err)
 	return out.Item
 }
+
+// TestDeadFairHeadOnDynamoDBLocal: the dead-head ordering on DynamoDB
+// Local: the head of a fair queue is cut off (its place stays live for its
+// lease), the holder releases, and 8 waiters of other clients wait behind
+// the dead place. Their reads of the free key stay within its budget (18 a
+// second at the default refresh period; 72-122 a second for one waiter
+// before the fix, about 1,000 for all).
+func TestDeadFairHeadOnDynamoDBLocal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 10 s measurement on DynamoDB Local")
+	}
+	table := newTable(t, "")
+	const lease = 10 * time.Second // the dead head's place stays live that long
+	opts := []dynamolock.ClientOption{dynamolock.WithLeaseDuration(lease), dynamolock.WithHeartbeatPeriod(2 * time.Second)}
+	holder := newClient(t, mustDB(t), table, opts...)
+	l, err := holder.AcquireLockWithContext(context.Background(), "k")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	head := &cutOff{Client: mustDB(t)}
+	headClient := newClient(t, head, table, opts...)
+	wg.Go(func() {
+		_, _ = headClient.AcquireLockWithContext(ctx, "k", dynamolock.WithFairness(), dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+	})
+	waitFor(t, 5*time.Second, "the head's place", func() bool {
+		q, ok := rawItem(t, mustDB(t), table, keyOf("k"))["fairQueue"].(*types.AttributeValueMemberM)
+		return ok && len(q.Value) == 1
+	})
+	var counters []*callCounter
+	for i := range 8 {
+		db, cc := newDB(t)
+		counters = append(counters, cc)
+		c := newClient(t, db, table, append(opts, dynamolock.WithOwnerName(fmt.Sprintf("waiter-%d", i)))...)
+		wg.Go(func() {
+			wl, err := c.AcquireLockWithContext(ctx, "k", dynamolock.WithFairness(), dynamolock.WithAdditionalTimeToWaitForLock(time.Minute))
+			if err == nil {
+				_ = wl.Close()
+			}
+		})
+	}
+	waitFor(t, 10*time.Second, "every waiter's place", func() bool {
+		q, ok := rawItem(t, mustDB(t), table, keyOf("k"))["fairQueue"].(*types.AttributeValueMemberM)
+		return ok && len(q.Value) == 9
+	})
+	head.cut.Store(true) // the head dies
+	_, err = holder.ReleaseLockWithContext(context.Background(), l)
+	require.NoError(t, err)
+	reads := func() int {
+		n := 0
+		for _, cc := range counters {
+			n += cc.get("GetItem")
+		}
+		return n
+	}
+	start, before := time.Now(), reads()
+	var each []int
+	for range 4 {
+		time.Sleep(time.Second) // a measurement: reads in each second
+		each = append(each, reads()-before)
+		before = reads()
+	}
+	total := 0
+	for _, n := range each {
+		total += n
+	}
+	rate := float64(total) / time.Since(start).Seconds()
+	t.Logf("8 waiters behind a dead fair head, the key free: %.1f reads/s over %s on DynamoDB Local; by second %v", rate, time.Since(start).Round(time.Second), each)
+	require.LessOrEqual(t, rate, 20.0, "the key's reads while its fair head is dead")
+	cancel()
+}

@@ -146,6 +146,17 @@ type acqTrace struct {
 	// behind is, per key, the holder of the last wait event (recording
 	// only): a new event comes when the holder changes.
 	behind map[string]holderSig
+	// pending are the takeover and hand-over events of the acquiring
+	// write in flight: added to the span when it wins, dropped when it
+	// loses (another writer was faster, or the call ended).
+	pending []pendingEvent
+}
+
+// pendingEvent is an event of an acquiring write not yet known to have won.
+type pendingEvent struct {
+	name   string
+	regKey string
+	attrs  []attribute.KeyValue
 }
 
 // holderSig is what a call waits behind on a key.
@@ -310,13 +321,14 @@ func (t *acqTrace) waits(a *acquisition, w *watch, sig holderSig, now time.Time,
 
 // writing records an acquiring write of a: of w, or of every key (nil, a
 // transaction). A write that takes over a holder seen unchanged for a
-// lease is a takeover; one that takes a key this call waited for is a
-// hand-over.
+// lease is a takeover; one that takes a key this call waited behind is a
+// hand-over. Both are events of the span once the write wins (wrote).
 func (t *acqTrace) writing(a *acquisition, w *watch) {
 	if t == nil {
 		return
 	}
 	t.writes++
+	t.pending = t.pending[:0]
 	if !t.rec {
 		return
 	}
@@ -333,17 +345,31 @@ func (t *acqTrace) writing(a *acquisition, w *watch) {
 			if !w.v.seen.IsZero() {
 				attrs = append(attrs, attrUnchanged.Float64(a.c.since(w.v.seen).Seconds()))
 			}
-			t.span.AddEvent(eventTakeover, trace.WithAttributes(attrs...))
-			delete(t.behind, w.regKey)
-		case waited && (w.woken || w.v.known && (w.v.absent || w.v.rec != nil && w.v.rec.released)):
-			// The key it waited for is free (released, gone, or ended
-			// here): a write that does not find it so (a new
-			// acquisition's first, in a campaign) is no hand-over.
-			t.span.AddEvent(eventHandover, trace.WithAttributes(attrKey.String(w.key), attrWaitReason.String(last.reason),
-				attrHolder.String(last.owner), attrHolderToken.Int64(int64(last.token)), attrHolderHere.Bool(w.woken)))
-			delete(t.behind, w.regKey)
+			t.pending = append(t.pending, pendingEvent{eventTakeover, w.regKey, attrs})
+		case waited:
+			// A write that wins a key this call waited behind found it
+			// free: released, gone or ended here. So is the first write of
+			// a campaign's next acquisition, sent before it read the key.
+			t.pending = append(t.pending, pendingEvent{eventHandover, w.regKey, []attribute.KeyValue{attrKey.String(w.key),
+				attrWaitReason.String(last.reason), attrHolder.String(last.owner), attrHolderToken.Int64(int64(last.token)),
+				attrHolderHere.Bool(w.woken)}})
 		}
 	}
+}
+
+// wrote ends the acquiring write of writing: when it won, its events are
+// added to the span.
+func (t *acqTrace) wrote(won bool) {
+	if t == nil {
+		return
+	}
+	if won {
+		for _, e := range t.pending {
+			t.span.AddEvent(e.name, trace.WithAttributes(e.attrs...))
+			delete(t.behind, e.regKey)
+		}
+	}
+	t.pending = t.pending[:0]
 }
 
 // detached returns f, run in the background after the call returned (a

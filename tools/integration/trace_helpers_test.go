@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -81,6 +82,28 @@ func (s *spyDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 func (s *spyDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	s.record(ctx, "DescribeTable")
 	return s.Client.DescribeTable(ctx, in, o...)
+}
+
+// gateDB is the SDK's client whose first UpdateItem after arm is set is
+// held: caught is closed when it arrives, and it is sent when open is.
+type gateDB struct {
+	*dynamodb.Client
+	arm    atomic.Bool
+	once   sync.Once
+	caught chan struct{}
+	open   chan struct{}
+}
+
+func (g *gateDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if g.arm.Load() {
+		held := false
+		g.once.Do(func() { held = true })
+		if held {
+			close(g.caught)
+			<-g.open
+		}
+	}
+	return g.Client.UpdateItem(ctx, in, o...)
 }
 
 // spans returns the ended spans named name.

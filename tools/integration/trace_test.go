@@ -265,6 +265,54 @@ func TestCampaignAcrossTimeoutsIsOneSpan(t *testing.T) {
 	assert.Len(t, events(acq, "dynamolock.handover"), 1)
 }
 
+// The ordering behind a flaky run: the leader's release lands just as the
+// candidate's campaign starts its next acquisition, whose first write (sent
+// before it read the key) wins. That is a hand-over of the key the campaign
+// waited behind, as much as one seen by a read.
+func TestCampaignWonByANewAcquisitionsFirstWriteIsAHandover(t *testing.T) {
+	table := newTable(t, "")
+	tp, exp := newTracer(t)
+	reader, mp := newMeter(t)
+	leader := newClient(t, newDB(t), table, fast...)
+	gate := &gateDB{Client: newDB(t), caught: make(chan struct{}), open: make(chan struct{})}
+	c := newClient(t, gate, table, dynamolock.WithTracerProvider(tp), dynamolock.WithMeterProvider(mp), dynamolock.WithHeartbeatPeriod(0))
+	ctx := context.Background()
+	lead, err := leader.NewElection("e").Campaign(ctx, []byte("1"))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.NewElection("e").Campaign(ctx, []byte("2"), dynamolock.WithAdditionalTimeToWaitForLock(100*time.Millisecond),
+			dynamolock.WithRefreshPeriod(100*time.Millisecond))
+		done <- err
+	}()
+	waitFor(t, 15*time.Second, "an acquisition of the campaign to time out", func() bool {
+		m, ok := collect(t, reader)["dynamolock.acquisitions"]
+		return ok && m.Data != nil && sumOf(t, reader, "dynamolock.acquisitions", "outcome", "timeout") >= 1
+	})
+	// While the leader holds, the candidate only reads: the next write it
+	// sends is the first of a new acquisition. Hold it, release the leader,
+	// then let it go.
+	gate.arm.Store(true)
+	select {
+	case <-gate.caught:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the campaign sent no write")
+	}
+	require.NoError(t, lead.Release(ctx))
+	close(gate.open)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the candidate did not win")
+	}
+	acq := only(t, exp, "dynamolock.acquire")
+	hand := events(acq, "dynamolock.handover")
+	require.Len(t, hand, 1)
+	assert.Equal(t, "holder", hand[0]["dynamolock.wait.reason"].AsString())
+	assert.Empty(t, events(acq, "dynamolock.takeover"))
+}
+
 // A holder seen unchanged for its lease is taken over: the span says so.
 func TestTakeoverOfADeadHolderIsAnEvent(t *testing.T) {
 	table := newTable(t, "")
