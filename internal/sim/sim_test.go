@@ -548,7 +548,7 @@ func (w *world) closeSlot(slot int, restart bool) {
 	}
 	if restart {
 		next := &simClient{lease: cl.lease, hb: cl.hb, opts: cl.opts, desc: cl.desc, reentrantOnly: cl.reentrantOnly,
-			clock: cl.clock, skewBound: cl.skewBound,
+			clock: cl.clock, skewBound: cl.skewBound, session: cl.session, // its opts carry WithSession
 			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof, attempt: cl.db.attempt, conf: cl.db.conf}}
 		cl.db.mu.Lock()
 		next.db.r = rand.New(rand.NewPCG(cl.db.r.Uint64(), 2))
