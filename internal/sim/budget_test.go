@@ -33,7 +33,7 @@ import (
 // start of a hold (the head's reads at a quarter of the hold's age, the
 // others' at (rank-1) times it). In 300 seeds of the fixed library the
 // largest share of its allowance one window used was 0.73; under the
-// first version's rule (mutation M75) up to 2.8.
+// first version's rule (mutation M76) up to 2.8.
 
 const (
 	budgetFactor = 1.5
