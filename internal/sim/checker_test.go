@@ -143,11 +143,19 @@ func (w *world) hook(e ddbmodel.Event) {
 			desc = append(desc, itemS(in.Key, w.pkName))
 		}
 	}
-	w.tracef("#%d %s %s %s -> %s", e.Seq, caller, e.Op, strings.Join(desc, "; "), outcome)
+	who := caller
+	if c := callOf(e.Ctx); c != nil {
+		who = fmt.Sprintf("%s(%s#%d)", caller, c.what, c.id) // the acquiring call that sent it
+	}
+	if u, ok := e.Input.(*dynamodb.UpdateItemInput); ok && strings.Contains(aws.ToString(u.UpdateExpression), "REMOVE") && len(e.Changes) > 0 {
+		desc = append(desc, "("+what(u)+")")
+	}
+	w.tracef("#%d %s %s %s -> %s", e.Seq, who, e.Op, strings.Join(desc, "; "), outcome)
 	if caller == phantomCaller {
 		return // another application's transaction: it changes no item
 	}
 	w.countConflict(e)
+	call := callOf(e.Ctx)
 	// 9. The library never sends a request DynamoDB rejects as invalid
 	// (a limit exceeded: IN operands, expression or key sizes, ...), nor
 	// a transaction member DynamoDB cannot apply (a ValidationError
@@ -180,6 +188,7 @@ func (w *world) hook(e ddbmodel.Event) {
 		}
 		w.rwHook(ch)
 		w.sessionHook(ch)
+		w.orphansHook(caller, call, ch)
 		// 4. Fencing tokens of successive acquisitions strictly increase.
 		if a != nil && (b == nil || itemN(a, "fencingToken") != itemN(b, "fencingToken")) && itemN(a, "fencingToken") > 0 {
 			tok := itemN(a, "fencingToken")
@@ -201,6 +210,7 @@ func (w *world) hook(e ddbmodel.Event) {
 		} else {
 			w.current[ch.Key] = a
 		}
+		w.budgetHands(ch.Key)
 		// Which RVNs an acquisition call wrote (invariant 6): a write of it
 		// that changed the RVN (joining or leaving a fair queue does not).
 		if id, ok := e.Ctx.Value(acquireCallKey{}).(int); ok && e.Err == nil && a != nil &&
@@ -238,6 +248,39 @@ func (w *world) hook(e ddbmodel.Event) {
 	// 16. A guarded write of a live holder commits (guarded_test.go).
 	w.checkGuarded(e)
 	w.checkLocked(fmt.Sprintf("after #%d", e.Seq))
+	// 21-23: what the calls wrote and read (calls_test.go).
+	read := ""
+	if in, ok := e.Input.(*dynamodb.GetItemInput); ok && e.Err == nil && aws.ToString(in.TableName) == w.lockTable {
+		read = ddbmodel.KeyString(itemS(in.Key, w.pkName), itemS(in.Key, "sk"))
+	}
+	if call != nil {
+		w.callsHook(call, read, e.Changes)
+	}
+	w.checkOrphans()
+	if read != "" {
+		w.countRead(call, read)
+	}
+	w.checkDeadHolders()
+}
+
+// what is an update's expression with its placeholders' names filled in,
+// for the trace.
+func what(u *dynamodb.UpdateItemInput) string {
+	s := aws.ToString(u.UpdateExpression)
+	names := make([]string, 0, len(u.ExpressionAttributeNames))
+	for k := range u.ExpressionAttributeNames {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { // #rv before #r
+		if len(names[i]) != len(names[j]) {
+			return len(names[i]) > len(names[j])
+		}
+		return names[i] < names[j]
+	})
+	for _, k := range names {
+		s = strings.ReplaceAll(s, k, u.ExpressionAttributeNames[k])
+	}
+	return s
 }
 
 func errName(err error) string {

@@ -453,6 +453,14 @@ func (w *world) pauseClient(cl *simClient, r *rand.Rand, deadline time.Time) {
 		return
 	}
 	cl.clock.pause(d)
+	w.mu.Lock()
+	if until := time.Now().Add(d); until.After(cl.pausedUntil) {
+		if !cl.pausedUntil.After(time.Now()) {
+			cl.pausedFrom = time.Now()
+		}
+		cl.pausedUntil = until
+	}
+	w.mu.Unlock()
 	w.note("%s's process pauses for %s", cl.name, d.Round(time.Millisecond))
 }
 

@@ -80,14 +80,14 @@ func additionalWait(r *rand.Rand, lease time.Duration) time.Duration {
 
 // waitOpts are the wait options of a recipe call: FailIfLocked one time in
 // four, else a refresh period and an additional wait.
-func waitOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLockOption, string) {
+func waitOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLockOption, string, waitPlan) {
 	if r.IntN(4) == 0 {
-		return []dynamolock.AcquireLockOption{dynamolock.FailIfLocked()}, "FailIfLocked"
+		return []dynamolock.AcquireLockOption{dynamolock.FailIfLocked()}, "FailIfLocked", waitPlan{try: true}
 	}
 	rp := time.Duration(1+r.Int64N(int64(cl.lease/2))) + 10*time.Millisecond
 	wait := additionalWait(r, cl.lease)
 	return []dynamolock.AcquireLockOption{dynamolock.WithRefreshPeriod(rp), dynamolock.WithAdditionalTimeToWaitForLock(wait)},
-		fmt.Sprintf("refresh %s wait %s", rp.Round(time.Millisecond), wait.Round(time.Millisecond))
+		fmt.Sprintf("refresh %s wait %s", rp.Round(time.Millisecond), wait.Round(time.Millisecond)), waitPlan{refresh: rp, wait: wait}
 }
 
 // multi acquires a random subset of the world's keys with AcquireLocks,
@@ -96,12 +96,14 @@ func (w *world) multi(cl *simClient, r *rand.Rand) {
 	keys := slices.Clone(w.keys)
 	r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	keys = keys[:1+r.IntN(len(keys))]
-	opts, desc := waitOpts(cl, r)
+	opts, desc, plan := waitOpts(cl, r)
 	ctx, cancel, cdesc := recipeCtx(cl, r)
 	defer cancel()
+	ctx, returned := w.begin(ctx, cl, "AcquireLocks", plan)
 	w.note("%s AcquireLocks %v (%s%s)", cl.name, keys, desc, cdesc)
 	done := w.asking(cl, len(keys))
 	locks, err := cl.c.AcquireLocks(ctx, keys, opts...)
+	returned()
 	done(err)
 	if err != nil {
 		w.mu.Lock()
@@ -134,7 +136,7 @@ func (w *world) semaphore(cl *simClient, r *rand.Rand) {
 	if err != nil {
 		panic(err)
 	}
-	opts, desc := waitOpts(cl, r)
+	opts, desc, plan := waitOpts(cl, r)
 	// A third of the waiting acquisitions are fair (one queue on slot 0's
 	// item, other slots taken by transaction). Chosen from what waitOpts
 	// drew, so that the seed's other draws stay where they were.
@@ -143,13 +145,16 @@ func (w *world) semaphore(cl *simClient, r *rand.Rand) {
 		if h.Sum32()%3 == 0 {
 			opts = append(opts, dynamolock.WithFairness())
 			desc += ", fair"
+			plan.fair = true
 		}
 	}
 	ctx, cancel, cdesc := recipeCtx(cl, r)
 	defer cancel()
+	ctx, returned := w.begin(ctx, cl, "Semaphore.Acquire", plan)
 	w.note("%s Semaphore.Acquire (%s%s)", cl.name, desc, cdesc)
 	done := w.asking(cl, 1)
 	l, err := sem.Acquire(ctx, opts...)
+	returned()
 	done(err)
 	if err != nil {
 		w.note("%s Semaphore.Acquire failed: %v", cl.name, err)
@@ -176,9 +181,11 @@ func (w *world) elect(cl *simClient, r *rand.Rand) {
 	ctx, cancel, cdesc := recipeCtx(cl, r)
 	defer cancel()
 	value := fmt.Sprintf("%s/v%d", cl.name, r.IntN(1000))
+	ctx, returned := w.begin(ctx, cl, "Campaign", waitPlan{})
 	w.note("%s Campaign %q%s", cl.name, value, cdesc)
 	done := w.asking(cl, 1)
 	l, err := e.Campaign(ctx, []byte(value))
+	returned()
 	done(err)
 	if err != nil {
 		w.note("%s Campaign failed: %v", cl.name, err)

@@ -69,7 +69,7 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 	if err != nil {
 		panic(err)
 	}
-	opts, desc := waitOpts(cl, r)
+	opts, desc, plan := waitOpts(cl, r)
 	ctx, cancel, cdesc := recipeCtx(cl, r)
 	defer cancel()
 	writer := r.IntN(3) == 0
@@ -79,6 +79,7 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 		w.note("%s RWLock.Lock (%s%s)", cl.name, desc, cdesc)
 		arrival := w.writerArrives(cl, call)
 		asked := w.asking(cl, 1)
+		ctx, returned := w.begin(ctx, cl, "RWLock.Lock", plan)
 		var l *dynamolock.Lock
 		var err error
 		if r.IntN(8) == 0 {
@@ -86,6 +87,7 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 		} else {
 			l, err = rw.Lock(ctx, opts...)
 		}
+		returned()
 		asked(err)
 		w.writerLeaves(arrival, err == nil)
 		if err != nil {
@@ -111,7 +113,9 @@ func (w *world) rwlock(cl *simClient, r *rand.Rand) {
 	w.note("%s RWLock.RLock (%s%s)", cl.name, desc, cdesc)
 	callStart := time.Now()
 	asked := w.asking(cl, 1)
+	ctx, returned := w.begin(ctx, cl, "RWLock.RLock", plan)
 	l, err := rw.RLock(ctx, opts...)
+	returned()
 	asked(err)
 	if err != nil {
 		w.note("%s RWLock.RLock failed: %v", cl.name, err)

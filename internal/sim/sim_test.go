@@ -32,7 +32,7 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
-	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, refresh-burst, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock, sessions, same-owner, forced-release, foreign-v2; empty for none")
+	flagAvoid    = flag.String("sim.avoid", "delete,late-reader,late-transaction,renewal-orphans", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, late-reader, late-transaction, renewal-orphans, refresh-burst, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock, sessions, same-owner, forced-release, foreign-v2, targeted, crowd; empty for none")
 	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 1, "with -sim.seed: run the seed up to this many times until it shows a violation (one seed gives one run: more is for library versions that draw randomness outside internal/entropy)")
@@ -208,17 +208,26 @@ type world struct {
 	callGhost     map[int]bool // a request of the call may land late (a ghost)
 	calls         int
 	slots         []*simClient
-	dataSeen      map[string]map[string]bool // key → every data value its item held (recordData)
-	foreignSeq    map[string]uint64          // key → the last request of the foreign writer that changed it
-	rwLog         []rwRec                    // granted RWLock calls (invariant 12)
-	rwCalls       map[*int]time.Time         // RWLock calls in flight, by when they started
-	rwBeats       map[string]rwBeat          // the RWLock queue's beats (rwHook)
-	clocks        clockPlan                  // -sim.clocks (clock_test.go)
-	adv           adversaryPlan              // issue 46's adversaries (adversaries_test.go)
-	forced        map[relKey]bool            // locks a forced release of a view ended
-	conflictAt    map[string]time.Time       // a caller's last write refused by another's transaction in progress
-	adopted       map[relKey]string          // an acquisition (key, owner, token) another client adopted under its owner name: that client
-	v2            v2State                    // the v2 writer's lock
+	dataSeen      map[string]map[string]bool     // key → every data value its item held (recordData)
+	foreignSeq    map[string]uint64              // key → the last request of the foreign writer that changed it
+	rwLog         []rwRec                        // granted RWLock calls (invariant 12)
+	rwCalls       map[*int]time.Time             // RWLock calls in flight, by when they started
+	rwBeats       map[string]rwBeat              // the RWLock queue's beats (rwHook)
+	clocks        clockPlan                      // -sim.clocks (clock_test.go)
+	adv           adversaryPlan                  // issue 46's adversaries (adversaries_test.go)
+	forced        map[relKey]bool                // locks a forced release of a view ended
+	conflictAt    map[string]time.Time           // a caller's last write refused by another's transaction in progress
+	adopted       map[relKey]string              // an acquisition (key, owner, token) another client adopted under its owner name: that client
+	v2            v2State                        // the v2 writer's lock
+	byName        map[string]*simClient          // every client that ran, by name
+	entryCall     map[string]map[string]*simCall // key → queue entry id → the call that wrote it (calls_test.go)
+	sessions      map[string]*sessionInfo        // session item's key → what is known of it (orphans_test.go)
+	sessionNamed  map[string]bool                // items that may name a session (orphans_test.go)
+	itemWriter    map[string]*simCall            // item (or reader entry) → the call that last wrote it, nil: none
+	orphans       map[string]*orphan             // invariant 21
+	keyReads      map[string]*keyReads           // invariant 22 (budget_test.go)
+	deadHolders   map[string]string              // invariant 23: the record version number reported, by key
+	keyFault      map[string]time.Time           // client name, NUL, key → when a request of it on that item last met a fault
 
 	// Exact replay (replay_test.go).
 	randMu  sync.Mutex
@@ -269,6 +278,10 @@ type simClient struct {
 	beats   *beatLog
 	asking  int
 	stalled bool // a stall met it once (invariant 20); guarded by world.mu
+	// The last stall and pause of its process (invariants 21 and 23);
+	// guarded by world.mu.
+	stallFrom, stallUntil   time.Time
+	pausedFrom, pausedUntil time.Time
 }
 
 func simulate(seed uint64, dur time.Duration) *world {
@@ -279,6 +292,9 @@ func simulate(seed uint64, dur time.Duration) *world {
 		releasedBy: map[relKey]uint64{}, tracked: map[*dynamolock.Lock]*tracked{}, releasing: map[*dynamolock.Lock]int{},
 		closing: map[string]bool{}, acquireRVNs: map[int][]string{}, undoSent: map[int]bool{},
 		undoFaulted: map[int]bool{}, callGhost: map[int]bool{}, forced: map[relKey]bool{}, adopted: map[relKey]string{}, conflictAt: map[string]time.Time{},
+		byName: map[string]*simClient{}, entryCall: map[string]map[string]*simCall{}, sessions: map[string]*sessionInfo{},
+		sessionNamed: map[string]bool{}, itemWriter: map[string]*simCall{}, orphans: map[string]*orphan{}, keyReads: map[string]*keyReads{},
+		deadHolders: map[string]string{}, keyFault: map[string]time.Time{},
 	}
 	w.enter()
 	if r.IntN(4) == 0 {
@@ -326,11 +342,17 @@ func simulate(seed uint64, dur time.Duration) *world {
 	setup = append(setup, w.planClocks(dur)...)
 	adv := w.planAdversaries()
 	setup = append(setup, adv.String())
+	if w.hasCrowd() {
+		setup = append(setup, "a fair crowd on "+w.keys[0])
+	}
 	for i, cl := range w.slots {
 		setup[1+i] = cl.name + ": " + cl.desc
 	}
 	for _, cl := range w.slots {
 		cl.start(w, cl.name)
+		w.mu.Lock()
+		w.byName[cl.name] = cl
+		w.mu.Unlock()
 	}
 	w.setup = strings.Join(setup, "\n  ")
 
@@ -343,6 +365,7 @@ func simulate(seed uint64, dur time.Duration) *world {
 		}
 	}
 	w.rwActors(&actors, deadline)
+	w.crowdActors(&actors, deadline)
 	if adv.forcer {
 		actors.Go(func() { w.forcer(rand.New(rand.NewPCG(seed, 0xf0)), deadline) })
 	}
@@ -432,12 +455,14 @@ func newSimClient(w *world, r *rand.Rand, name string, skew bool) *simClient {
 			slow: r.Float64() * 0.3, maxDelay: time.Duration(1+r.IntN(int(cl.lease/time.Millisecond))) * time.Millisecond,
 			ghost: r.Float64() * 0.5,
 		}
+		p.late, p.lateMax = lateOf(w.seed, name, cl.lease)
 	}
 	// Faults at the level of whole calls (faultyDB) or of the SDK's
 	// attempts (the real SDK client over simTransport): the seed chooses.
 	var ap attemptProfile
 	if attempts := r.IntN(2) == 0; *flagFaults == "attempt" || *flagFaults == "mixed" && attempts {
 		ap = randomAttemptProfile(r, cl.lease)
+		ap.late, ap.lateMax = lateOf(w.seed, name, cl.lease)
 		if p == (faultProfile{}) {
 			ap = attemptProfile{attempts: ap.attempts}
 		}
@@ -523,7 +548,7 @@ func (w *world) closeSlot(slot int, restart bool) {
 	}
 	if restart {
 		next := &simClient{lease: cl.lease, hb: cl.hb, opts: cl.opts, desc: cl.desc, reentrantOnly: cl.reentrantOnly,
-			clock: cl.clock, skewBound: cl.skewBound,
+			clock: cl.clock, skewBound: cl.skewBound, session: cl.session, // its opts carry WithSession
 			db: &faultyDB{w: w, model: w.model, prof: cl.db.prof, attempt: cl.db.attempt, conf: cl.db.conf}}
 		cl.db.mu.Lock()
 		next.db.r = rand.New(rand.NewPCG(cl.db.r.Uint64(), 2))
@@ -535,6 +560,7 @@ func (w *world) closeSlot(slot int, restart bool) {
 		}
 		next.start(w, fmt.Sprintf("c%d.%d", slot, gen))
 		w.slots[slot] = next
+		w.byName[next.name] = next
 		w.tracef("%s replaces %s", next.name, cl.name)
 	}
 }
@@ -599,20 +625,24 @@ func (w *world) actor(slot, a int, r *rand.Rand, deadline time.Time) {
 	}
 }
 
-func (w *world) acquireOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLockOption, string) {
+func (w *world) acquireOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLockOption, string, waitPlan) {
 	var opts []dynamolock.AcquireLockOption
 	var desc []string
+	var plan waitPlan
 	if r.IntN(4) == 0 {
 		opts = append(opts, dynamolock.FailIfLocked())
 		desc = append(desc, "FailIfLocked")
+		plan.try = true
 	} else {
 		rp := time.Duration(1+r.Int64N(int64(cl.lease/2))) + 10*time.Millisecond
 		wait := additionalWait(r, cl.lease)
 		opts = append(opts, dynamolock.WithRefreshPeriod(rp), dynamolock.WithAdditionalTimeToWaitForLock(wait))
 		desc = append(desc, fmt.Sprintf("refresh %s wait %s", rp.Round(time.Millisecond), wait.Round(time.Millisecond)))
+		plan.refresh, plan.wait = rp, wait
 		if r.IntN(3) == 0 && !avoid("fair") {
 			opts = append(opts, dynamolock.WithFairness())
 			desc = append(desc, "fair")
+			plan.fair = true
 		}
 	}
 	if reentrant := r.IntN(5) == 0; reentrant && !avoid("reentrant-mix") || avoid("reentrant-mix") && cl.reentrantOnly {
@@ -631,11 +661,11 @@ func (w *world) acquireOpts(cl *simClient, r *rand.Rand) ([]dynamolock.AcquireLo
 		opts = append(opts, dynamolock.WithDeleteLockOnRelease())
 		desc = append(desc, "delete on release")
 	}
-	return opts, strings.Join(desc, ", ")
+	return opts, strings.Join(desc, ", "), plan
 }
 
 func (w *world) acquireAndHold(cl *simClient, r *rand.Rand, key string) {
-	opts, desc := w.acquireOpts(cl, r)
+	opts, desc, plan := w.acquireOpts(cl, r)
 	ctx := context.Background()
 	if r.IntN(4) == 0 {
 		var cancel context.CancelFunc
@@ -644,10 +674,8 @@ func (w *world) acquireAndHold(cl *simClient, r *rand.Rand, key string) {
 		defer cancel()
 		desc += fmt.Sprintf(", ctx %s", d.Round(time.Millisecond))
 	}
-	w.mu.Lock()
-	w.calls++
-	call := w.calls
-	w.mu.Unlock()
+	ctx, returned := w.begin(ctx, cl, "acquire", plan)
+	call := callOf(ctx).id
 	ctx = context.WithValue(ctx, acquireCallKey{}, call)
 	w.note("%s acquire %s (%s)", cl.name, key, desc)
 	if strings.Contains(desc, "reentrant") && !*delayAll {
@@ -656,6 +684,7 @@ func (w *world) acquireAndHold(cl *simClient, r *rand.Rand, key string) {
 	}
 	done := w.asking(cl, 1)
 	l, err := cl.c.AcquireLockWithContext(ctx, key, opts...)
+	returned()
 	done(err)
 	if err != nil {
 		w.acquireFailed(cl, key, call, err)
@@ -933,7 +962,8 @@ func (w *world) release(cl *simClient, r *rand.Rand, l *dynamolock.Lock) {
 
 // do runs Client.Do: the function holds the lock for a while.
 func (w *world) do(cl *simClient, r *rand.Rand, key string) {
-	opts, desc := w.acquireOpts(cl, r)
+	opts, desc, plan := w.acquireOpts(cl, r)
+	ctx, returned := w.begin(context.Background(), cl, "Do", plan)
 	w.note("%s Do %s (%s)", cl.name, key, desc)
 	if strings.Contains(desc, "reentrant") && !*delayAll {
 		cl.reentrant <- struct{}{}
@@ -942,8 +972,9 @@ func (w *world) do(cl *simClient, r *rand.Rand, key string) {
 	var held *dynamolock.Lock
 	var asked sync.Once
 	done := w.asking(cl, 1)
-	err := cl.c.Do(context.Background(), key, func(ctx context.Context, l *dynamolock.Lock) error {
+	err := cl.c.Do(ctx, key, func(ctx context.Context, l *dynamolock.Lock) error {
 		asked.Do(func() { done(nil) })
+		returned() // the acquisition has returned the lock
 		w.track(cl, l, "Do")
 		w.hold(cl, r, l)
 		held = l
@@ -954,6 +985,7 @@ func (w *world) do(cl *simClient, r *rand.Rand, key string) {
 		return nil
 	}, opts...)
 	asked.Do(func() { done(err) })
+	returned()
 	w.step(fmt.Sprintf("do returned %s %s", cl.name, key))
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -969,6 +1001,7 @@ func (w *world) do(cl *simClient, r *rand.Rand, key string) {
 
 // chaos stalls clients, closes and restarts them, and writes foreign items.
 func (w *world) chaos(r *rand.Rand, deadline time.Time, stalls, closes, foreign bool) {
+	targeted := rand.New(rand.NewPCG(w.seed, 0x57a11)) // targets_test.go
 	for {
 		time.Sleep(time.Duration(r.Int64N(int64(8 * time.Second))))
 		if !time.Now().Before(deadline) {
@@ -981,13 +1014,21 @@ func (w *world) chaos(r *rand.Rand, deadline time.Time, stalls, closes, foreign 
 		case 0:
 			if stalls {
 				d := cl.lease + time.Duration(r.Int64N(int64(2*cl.lease)))
-				cl.db.mu.Lock()
-				cl.db.stall = time.Now().Add(d)
-				cl.db.mu.Unlock()
-				w.mu.Lock()
-				cl.stalled = true
-				w.mu.Unlock()
-				w.note("%s stalls for %s", cl.name, d.Round(time.Millisecond))
+				targets, why := []*simClient{cl}, ""
+				if targeted.IntN(2) == 0 && !avoid("targeted") {
+					w.mu.Lock()
+					if t, how := w.stallTargets(); len(t) > 0 {
+						targets, why = t, " (targeted: "+how+")"
+					}
+					w.mu.Unlock()
+				}
+				for _, t := range targets {
+					if t != cl {
+						w.stall(t, max(d, 2*t.lease), why)
+					} else {
+						w.stall(t, d, why)
+					}
+				}
 			}
 		case 1:
 			if closes {
@@ -999,6 +1040,22 @@ func (w *world) chaos(r *rand.Rand, deadline time.Time, stalls, closes, foreign 
 			}
 		}
 	}
+}
+
+// stall stalls every call of cl for d.
+func (w *world) stall(cl *simClient, d time.Duration, why string) {
+	now := time.Now()
+	cl.db.mu.Lock()
+	cl.db.stall = now.Add(d)
+	cl.db.mu.Unlock()
+	w.mu.Lock()
+	cl.stalled = true
+	if !cl.stallUntil.After(now) {
+		cl.stallFrom = now
+	}
+	cl.stallUntil = now.Add(d)
+	w.mu.Unlock()
+	w.note("%s stalls for %s%s", cl.name, d.Round(time.Millisecond), why)
 }
 
 // foreignWrite puts a released item another writer left, with data that is

@@ -46,12 +46,14 @@ type attemptProfile struct {
 	slow     float64       // the request or its answer is delayed up to maxDelay
 	maxDelay time.Duration //
 	ghost    float64       // an attempt whose caller gave up lands anyway, later
+	late     float64       // of an acquiring call's ghosts, the share that land up to lateMax later (faultProfile.late)
+	lateMax  time.Duration //
 	attempts int           // the SDK's MaxAttempts
 }
 
 func (p attemptProfile) String() string {
-	return fmt.Sprintf("SDK attempts (max %d): refused=%.2f dns=%.2f tls=%.2f throttle=%.2f 500=%.2f lost=%.2f timeout=%.2f slow=%.2f<=%s ghost=%.2f",
-		p.attempts, p.refused, p.dns, p.tls, p.throttle, p.e500, p.lost, p.timeout, p.slow, p.maxDelay, p.ghost)
+	return fmt.Sprintf("SDK attempts (max %d): refused=%.2f dns=%.2f tls=%.2f throttle=%.2f 500=%.2f lost=%.2f timeout=%.2f slow=%.2f<=%s ghost=%.2f late=%.2f<=%s",
+		p.attempts, p.refused, p.dns, p.tls, p.throttle, p.e500, p.lost, p.timeout, p.slow, p.maxDelay, p.ghost, p.late, p.lateMax)
 }
 
 func randomAttemptProfile(r *rand.Rand, lease time.Duration) attemptProfile {
@@ -144,8 +146,14 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if tx, ok := in.(*dynamodb.TransactWriteItemsInput); ok {
 		apply = func() (any, error) { return f.transact(mctx, tx, key, true) }
 	}
-	fail := func(why string, err error) (*http.Response, error) {
+	// Every fault this attempt meets is noted on its keys as it is drawn
+	// (invariant 23).
+	fault := func() {
+		f.noteFault(in)
 		f.w.faulted(ctx, false)
+	}
+	fail := func(why string, err error) (*http.Response, error) {
+		fault()
 		f.w.log("%s %s attempt %s: %s", f.name, op, attempt, why)
 		return nil, err
 	}
@@ -160,16 +168,24 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return fail("TLS handshake timeout", &simNetError{msg: "net/http: TLS handshake timeout", timeout: true})
 		}
 	}
-	if d := f.attemptDelay(); !wait(ctx, d, f.stalledUntil) {
+	d := f.attemptDelay()
+	if d > 2500*time.Microsecond {
+		f.noteFault(in)
+	}
+	if !wait(ctx, d, f.stalledUntil) {
 		f.w.step("gave up " + key)
-		f.w.faulted(ctx, false)
+		fault()
 		if !healed && f.roll(p.ghost) {
 			f.w.faulted(ctx, true)
 			d := f.attemptDelay() + time.Millisecond
+			why := "abandoned attempt lands late"
+			if ld, ok := f.lateGhost(ctx, in, p.late, p.lateMax); ok {
+				d, why = ld, fmt.Sprintf("abandoned attempt of an acquiring call lands %s late", ld.Round(time.Millisecond))
+			}
 			f.w.ghosts.Go(func() {
 				time.Sleep(d)
 				f.w.step("ghost " + key)
-				f.w.log("%s %s attempt %s: abandoned attempt lands late", f.name, op, attempt)
+				f.w.log("%s %s attempt %s: %s", f.name, op, attempt, why)
 				_, _ = apply()
 			})
 		}
@@ -179,30 +195,44 @@ func (t *simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !healed {
 		switch {
 		case f.roll(p.throttle):
-			f.w.faulted(ctx, false)
+			fault()
 			f.w.log("%s %s attempt %s: throttled", f.name, op, attempt)
 			return errorResponse(&types.ProvisionedThroughputExceededException{Message: aws.String("sim: throttled")})
 		case f.roll(p.e500):
-			f.w.faulted(ctx, false)
+			fault()
 			f.w.log("%s %s attempt %s: 500", f.name, op, attempt)
 			return errorResponse(&smithy.GenericAPIError{Code: "InternalServerError", Message: "sim: 500", Fault: smithy.FaultServer})
 		case f.roll(p.timeout):
 			applied := f.roll(0.5)
 			if applied {
 				_, _ = apply()
+			} else if d, late := f.lateGhost(ctx, in, p.late, p.lateMax); late && isWrite(in) {
+				// Held up in the network: it lands after the call's
+				// take-back (issue 60, item 1).
+				f.w.faulted(ctx, true)
+				f.w.ghosts.Go(func() {
+					time.Sleep(d)
+					f.w.step("ghost " + key)
+					f.w.log("%s %s attempt %s: a timed-out write of an acquiring call lands %s late", f.name, op, attempt, d.Round(time.Millisecond))
+					_, _ = apply()
+				})
 			}
 			return fail(fmt.Sprintf("timed out (applied %v)", applied), &simNetError{msg: "sim: read tcp: i/o timeout", timeout: true})
 		}
 	}
 	out, aerr, met := meeting(f, in, apply)
 	if met {
-		f.w.faulted(ctx, false)
+		fault()
 	}
 	lost := !healed && f.roll(p.lost)
-	okWait := wait(ctx, f.attemptDelay(), f.stalledUntil)
+	d = f.attemptDelay()
+	if d > 2500*time.Microsecond || lost {
+		f.noteFault(in)
+	}
+	okWait := wait(ctx, d, f.stalledUntil)
 	f.w.step("answer " + key)
 	if !okWait {
-		f.w.faulted(ctx, false)
+		fault()
 		return nil, ctx.Err()
 	}
 	if lost {
