@@ -108,6 +108,9 @@ func (m *capacityMeter) throttled(limit ThrottleLimit, now time.Time) {
 	if until := m.ceilingUntil.Load(); until != 0 && now.UnixNano() < until {
 		rate = min(rate, math.Float64frombits(m.ceilingBits.Load()))
 	}
+	if rate == 0 && m.windowStart.IsZero() {
+		return // no beat measured yet: no ceiling on nothing
+	}
 	m.ceilingBits.Store(math.Float64bits(rate))
 	m.ceilingUntil.Store(now.Add(measureMemory).UnixNano())
 	m.ceilingLimit.Store(uint32(limit))

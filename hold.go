@@ -124,6 +124,17 @@ func (a *acquisition) holdAll(ctx context.Context, rvn string, at attempt) ([]*L
 		}
 		return nil, nil
 	}
+	// An earlier transaction of this call whose answer was lost did not
+	// make the locks; it may be on its way still, and land once the keys
+	// are free again: under a session, nothing else would free its items
+	// (docs/SESSIONS.md, "Writes in doubt"; docs/SIMULATION.md, F17).
+	for _, old := range slices.Sorted(maps.Keys(a.attempts)) {
+		if at := a.attempts[old]; at.unsure && old != rvn {
+			for _, w := range at.on {
+				c.takeBackInDoubt(at.sess, w.key, at.shape.undoInput(c, c.itemKeyOf(w.key, w.sortKey), []string{old}, 0))
+			}
+		}
+	}
 	clear(a.attempts) // from here on the locks release themselves
 	// The RVN settles after the registers (see here, rule 1).
 	defer c.here.settled(rvn)
@@ -240,7 +251,7 @@ func (a *acquisition) releaseLost(ctx context.Context, locks []*Lock) {
 		if l.Err() == nil {
 			_, _ = c.releaseLock(rctx, l, &releaseLockOptions{bestEffort: true})
 		} else {
-			in := c.takeBackInput(l, l.RecordVersionNumber())
+			in := c.freeInput(l)
 			_, err := c.updateItem(rctx, in)
 			var ccf *types.ConditionalCheckFailedException
 			if err != nil && !errors.As(err, &ccf) {
@@ -260,4 +271,22 @@ func (a *acquisition) releaseLost(ctx context.Context, locks []*Lock) {
 func (c *Client) takeBackInput(l *Lock, rvn string) *dynamodb.UpdateItemInput {
 	// Only this acquisition's item (its fencing token): see undoInput.
 	return l.shapeOf().undoInput(c, l.itemKey(), []string{rvn}, l.FencingToken())
+}
+
+// freeInput releases l's item, or removes an RWLock reader's entry, if it
+// still carries l's RVN or one of its renewals in doubt (a heartbeat whose
+// answer was lost may have landed: its RVN is then the item's), as l's own
+// heartbeats and release are conditioned (conditionLocked): a write of
+// this client that nobody holds any more (docs/SIMULATION.md, F18).
+func (c *Client) freeInput(l *Lock) *dynamodb.UpdateItemInput {
+	l.mu.Lock()
+	rvns := []string{l.rvn}
+	maybe := l.renewal.maybe
+	for _, m := range maybe[max(0, len(maybe)-(maxINOperands-1)):] {
+		if m.rvn != l.rvn {
+			rvns = append(rvns, m.rvn)
+		}
+	}
+	l.mu.Unlock()
+	return l.shapeOf().undoInput(c, l.itemKey(), rvns, l.FencingToken())
 }

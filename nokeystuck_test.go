@@ -487,6 +487,50 @@ func TestTableLimitLowersAdmission(t *testing.T) {
 	})
 }
 
+// TestThrottleWithNoReasonLeavesAdmissionAlone: the same beats throttled,
+// with no reason given (DynamoDB Local, services that speak DynamoDB's API,
+// DynamoDB before 2025): nothing says the table is at a limit, and what the
+// beats got through is the client's demand, not the table's capacity. The
+// 50 locks are granted. Before, such a throttle capped admission as a
+// table limit does, and the simulation's invariant 14 found new locks
+// refused for 10 s after one stray throttle.
+func TestThrottleWithNoReasonLeavesAdmissionAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		conn := dynamolocktest.New().Conn()
+		conn.Delay(time.Millisecond)
+		var hot atomic.Bool
+		var n atomic.Int64
+		fdb := faults.Wrap(conn, &faults.Rule{Op: "UpdateItem",
+			Match: func(in any) bool { return hot.Load() && isHeartbeat(in) && n.Add(1)%2 == 0 },
+			Before: func(context.Context) error {
+				return &types.ProvisionedThroughputExceededException{Message: aws.String("throttled")}
+			}})
+		c, err := dynamolock.New(fdb, "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second),
+			dynamolock.WithHeartbeatConcurrency(4))
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.CreateTableWithContext(ctx, "locks")
+		require.NoError(t, err)
+		for i := range 10 {
+			_, err := c.AcquireLockWithContext(ctx, fmt.Sprintf("held-%d", i))
+			require.NoError(t, err)
+		}
+		time.Sleep(3 * time.Second) // measured: beats in 1 ms, 10 a second
+		hot.Store(true)
+		time.Sleep(3 * time.Second)
+		keys := make([]string, 50)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("new-%d", i)
+		}
+		locks, err := c.AcquireLocks(ctx, keys, dynamolock.WithAdditionalTimeToWaitForLock(0))
+		require.NoError(t, err, "a throttle that names no limit refuses nothing")
+		require.Len(t, locks, 50)
+		require.Greater(t, c.Stats().Throttled, uint64(0))
+		hot.Store(false)
+	})
+}
+
 // TestThrottledCallsSayWhy: a call DynamoDB throttles returns an error that
 // names the reason, the resource and what to change, and still matches the
 // SDK's error types; Stats count it by the limit named.
@@ -694,4 +738,121 @@ func TestDeadFairHeadOnDynamoDBLocal(t *testing.T) {
 	t.Logf("8 waiters behind a dead fair head, the key free: %.1f reads/s over %s on DynamoDB Local; by second %v", rate, time.Since(start).Round(time.Second), each)
 	require.LessOrEqual(t, rate, 20.0, "the key's reads while its fair head is dead")
 	cancel()
+}
+
+// TestSessionReaderGrantLandingLateKeepsTheReadersBeat (F16 of
+// docs/SIMULATION.md): an RLock under a session whose first, blind grant
+// write loses its answer and is held up in the network; the call reads the
+// key and holds it by a second grant; then the first write lands. It used
+// to overwrite the reader's entry with its own beat (the grant did not ask
+// that the entry be absent), and the take-back of that write in doubt then
+// removed the entry of a reader that believed it held: a writer of another
+// client was granted beside it. Now a grant writes the entry only where it
+// is absent (or still the one this call found dead): the late write fails
+// its condition, and the reader keeps its entry and the writer waits.
+func TestSessionReaderGrantLandingLateKeepsTheReadersBeat(t *testing.T) {
+	table := newTable(t, "")
+	late := make(chan struct{})
+	db := faults.Wrap(mustDB(t))
+	c := newClient(t, db, table, sessionOpts...)
+	_, err := c.Session(context.Background())
+	require.NoError(t, err)
+	first := &faults.Rule{Op: "UpdateItem", Match: keyIs("rw"), Times: 1, Late: late, Drop: true}
+	db.Add(first)
+	rw, err := c.NewRWLock("rw")
+	require.NoError(t, err)
+	reader, err := rw.RLock(context.Background(), dynamolock.WithRefreshPeriod(50*time.Millisecond))
+	require.NoError(t, err, "held by the second grant")
+	close(late) // the first grant lands on the held key
+	landed, lateErr := db.Landed(first)
+	select {
+	case <-landed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first grant was not sent")
+	}
+	var ccf *types.ConditionalCheckFailedException
+	require.ErrorAs(t, lateErr(), &ccf, "the late grant finds the reader's entry and fails")
+
+	other := newClient(t, mustDB(t), table, fast...)
+	orw, err := other.NewRWLock("rw")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second) // six of the session's heartbeat periods: take-backs sent meanwhile
+	defer cancel()
+	w, err := orw.Lock(ctx, dynamolock.WithAdditionalTimeToWaitForLock(3*time.Second), dynamolock.WithRefreshPeriod(100*time.Millisecond))
+	if err == nil {
+		_ = w.Close()
+	}
+	require.Error(t, err, "a writer is granted while the reader holds")
+	require.NoError(t, reader.Err(), "the reader still holds")
+	require.NoError(t, reader.Close())
+}
+
+// TestSessionTransactionLandingLateIsTakenBack (F17): an AcquireLocks
+// under a session whose first transaction loses its answer and is held up
+// in the network; a second transaction of the call takes the keys; they
+// are released; then the first lands, on the released items, naming the
+// live session. The call used to forget it (holdAll cleared its writes in
+// doubt with no take-back): the keys stayed taken for as long as the
+// session lived. Now it is taken back until it can no longer land.
+func TestSessionTransactionLandingLateIsTakenBack(t *testing.T) {
+	table := newTable(t, "")
+	late := make(chan struct{})
+	db := faults.Wrap(mustDB(t))
+	c := newClient(t, db, table, sessionOpts...)
+	_, err := c.Session(context.Background())
+	require.NoError(t, err)
+	first := &faults.Rule{Op: "TransactWriteItems", Times: 1, Late: late, Drop: true}
+	db.Add(first)
+	locks, err := c.AcquireLocks(context.Background(), []string{"k1", "k2"}, dynamolock.WithRefreshPeriod(50*time.Millisecond))
+	require.NoError(t, err, "held by the second transaction")
+	for _, l := range locks {
+		require.NoError(t, l.Close())
+	}
+	close(late)
+	landed, lateErr := db.Landed(first)
+	select {
+	case <-landed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first transaction was not sent")
+	}
+	require.NoError(t, lateErr(), "the first transaction landed on the released keys")
+
+	other := newClient(t, mustDB(t), table, fast...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	taken, err := other.AcquireLocks(ctx, []string{"k1", "k2"}, dynamolock.WithAdditionalTimeToWaitForLock(10*time.Second))
+	require.NoError(t, err, "the keys the late transaction took are free to others")
+	for _, l := range taken {
+		require.NoError(t, l.Close())
+	}
+}
+
+// TestSessionReleaseInDoubtAfterAHeartbeatInDoubtIsFreed (F18): a
+// session's lock whose SendHeartbeat with data lands with its answer lost,
+// then whose release is lost on the way (its outcome unknown). The
+// release sent again later was conditioned on the lock's last confirmed
+// record version number only, not on the heartbeat in doubt that the item
+// carries: it failed its condition, counted as answered and stopped, and
+// the item named the live session for as long as it lived. Now it names
+// the renewals in doubt as the lock's own writes do.
+func TestSessionReleaseInDoubtAfterAHeartbeatInDoubtIsFreed(t *testing.T) {
+	table := newTable(t, "")
+	db := faults.Wrap(mustDB(t))
+	c := newClient(t, db, table, sessionOpts...)
+	_, err := c.Session(context.Background())
+	require.NoError(t, err)
+	l, err := c.AcquireLockWithContext(context.Background(), "k")
+	require.NoError(t, err)
+	db.Add(&faults.Rule{Op: "UpdateItem", Match: keyIs("k"), Times: 1, LoseAnswer: true})
+	require.Error(t, c.SendHeartbeatWithContext(context.Background(), l, dynamolock.ReplaceHeartbeatData([]byte("d"))), "the heartbeat's answer is lost")
+	db.Add(&faults.Rule{Op: "UpdateItem", Match: keyIs("k"), Times: 1, Drop: true})
+	_, err = c.ReleaseLockWithContext(context.Background(), l)
+	require.ErrorIs(t, err, dynamolock.ErrReleaseOutcomeUnknown)
+
+	other := newClient(t, mustDB(t), table, fast...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	taken, err := other.AcquireLockWithContext(ctx, "k", dynamolock.WithAdditionalTimeToWaitForLock(10*time.Second))
+	require.NoError(t, err, "the key is free to others once the release is sent again")
+	require.NoError(t, taken.Close())
 }

@@ -134,7 +134,7 @@ func (c *Client) releaseHeld(ctx context.Context, l *Lock, o *releaseLockOptions
 	case err == nil:
 	case o.bestEffort:
 		l.log(slog.LevelWarn, "best-effort release failed; the lock expires after its lease", slogErr(err))
-		c.freeLater(l.heldBy(), l.partitionKey, c.takeBackInput(l, l.RecordVersionNumber()))
+		c.freeLater(l.heldBy(), l.partitionKey, c.freeInput(l))
 	case surelyNotApplied(err):
 		// Never sent, or DynamoDB rejected it and no earlier attempt of
 		// the call (an SDK retry) failed without an answer: nothing
@@ -145,7 +145,7 @@ func (c *Client) releaseHeld(ctx context.Context, l *Lock, o *releaseLockOptions
 		// may hold the item now or soon. The lock must not look held.
 		l.lose(ErrReleaseOutcomeUnknown, err)
 		l.log(slog.LevelWarn, "release outcome unknown; the lock is no longer held here", slogErr(err))
-		c.freeLater(l.heldBy(), l.partitionKey, c.takeBackInput(l, l.RecordVersionNumber()))
+		c.freeLater(l.heldBy(), l.partitionKey, c.freeInput(l))
 		return false, fmt.Errorf("dynamolock: release %q: %w: %w", l.partitionKey, ErrReleaseOutcomeUnknown, err)
 	}
 	if !deleteLock && o.data != nil {

@@ -6,6 +6,7 @@ package dynamolock
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,6 +122,20 @@ func (k *rwHolder) readerGrant(a *acquisition, w *watch, d decision, beat string
 	}
 	cond += ")"
 	remove := ""
+	// The entry is this call's only if no write of it is there yet, or the
+	// one this call found, whose lease is over (rwOwnGrant): a write held
+	// up in the network that lands after a later grant of the same call
+	// must not overwrite the beat the reader now holds by (docs/SIMULATION.md,
+	// F16). Entry ids are never reused.
+	own := func() string {
+		me := rs + "." + b.name("#me", k.id)
+		if v.known && v.rw != nil {
+			if i := slices.IndexFunc(v.rw.readers, func(r rwEntry) bool { return r.id == k.id }); i >= 0 {
+				return me + "." + b.name("#b", "b") + " = " + b.value(":ownb", attrS(v.rw.readers[i].beat))
+			}
+		}
+		return "attribute_not_exists(" + me + ")"
+	}
 	switch {
 	case !v.known:
 		// Blind: the usual case of a lock in use, where the readers map
@@ -128,10 +143,11 @@ func (k *rwHolder) readerGrant(a *acquisition, w *watch, d decision, beat string
 		// later is behind this reader).
 		q := b.name("#q", attrFairQueue)
 		set += ", " + rs + "." + b.name("#me", k.id) + " = " + b.value(":e", entry)
-		cond += " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders)) +
+		cond += " AND " + own() + " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders)) +
 			" AND (attribute_not_exists(" + q + ") OR size(" + q + ") = " + b.value(":zero", attrN(0)) + ")"
 	case v.rw != nil && v.rw.readersPresent:
 		set += ", " + rs + "." + b.name("#me", k.id) + " = " + b.value(":e", entry)
+		cond += " AND " + own()
 		if len(g.removeReaders) > 0 {
 			cond += " AND " + versionCond(b, v.rw)
 			for i, id := range g.removeReaders {

@@ -27,9 +27,13 @@ import (
 //     the client's beats got through (capacityMeter.throttled), and a
 //     refusal names the limit.
 //
-// An error without reasons (DynamoDB before 2025, DynamoDB Local) is
-// "unspecified": treated as a hot key by the waiters (read less often) and
-// as a table limit by admission, the safe reading of each.
+// An error without reasons (DynamoDB before 2025, DynamoDB Local, other
+// services that speak DynamoDB's API) is "unspecified": treated as a hot
+// key, by the waiters (read less often) and by admission (unchanged). A
+// lock table's usual throttle is its hot item; and what a client's beats
+// got through measures its demand, not the table's capacity, so lowering
+// admission to it on a guess refused every new lock for 10 s after one
+// stray throttle (the simulation's invariant 14).
 
 // ThrottleLimit is what a throttled request met.
 type ThrottleLimit uint8
@@ -173,7 +177,9 @@ func throttlingError(op string, err error) *ThrottlingError {
 // key's partition: its waiters then read it less often.
 func (l ThrottleLimit) hotKey() bool { return l == ThrottleKeyRange || l == ThrottleUnspecified }
 
-// tableLimit reports whether a throttled request's limit is (or may be)
-// the table's or the account's: admission then lets in no more than the
-// client's beats got through.
-func (l ThrottleLimit) tableLimit() bool { return l != ThrottleKeyRange }
+// tableLimit reports whether a throttled request's limit is the table's
+// or the account's, as DynamoDB named it: admission then lets in no more
+// than the client's beats got through.
+func (l ThrottleLimit) tableLimit() bool {
+	return l == ThrottleProvisioned || l == ThrottleMaxOnDemand || l == ThrottleAccount
+}

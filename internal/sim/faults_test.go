@@ -326,8 +326,8 @@ func (f *faultyDB) lateGhost(ctx context.Context, in any, late float64, lateMax 
 	if c == nil || lateMax <= 0 {
 		return 0, false
 	}
-	// Two orderings of late writes meet defects of the library, left out
-	// by default (docs/SIMULATION.md, "Known limits", F16 and F17).
+	// Two orderings of late writes met defects of the library, fixed since
+	// (F16 and F17 in docs/SIMULATION.md); -sim.avoid can leave them out.
 	if _, tx := in.(*dynamodb.TransactWriteItemsInput); tx && avoid("late-transaction") ||
 		c.what == "RWLock.RLock" && avoid("late-reader") {
 		return 0, false

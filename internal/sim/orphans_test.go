@@ -136,8 +136,8 @@ func (w *world) checkOrphans() {
 			continue
 		}
 		// With renewal-orphans avoided, an item whose last record version
-		// number a renewal wrote (not an acquiring call) is not counted:
-		// F18 in docs/SIMULATION.md.
+		// number a renewal wrote (not an acquiring call) is not counted
+		// (F18 in docs/SIMULATION.md, fixed since).
 		renewal := w.itemWriter[k] == nil && avoid("renewal-orphans")
 		if s := itemS(it, "dynamolockSession"); s != "" && !released(it) && !renewal {
 			if cl := w.liveSession(s); cl != nil && itemS(it, "ownerName") == cl.ownerName() {
