@@ -120,7 +120,9 @@ func received[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T 
 	case v := <-ch:
 		return v
 	case <-time.After(d):
-		buf := make([]byte, 1<<20); n := runtime.Stack(buf, true); t.Logf("%s", buf[:n])
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Logf("%s", buf[:n])
 		t.Fatalf("timed out after %s waiting for %s", d, what)
 		panic("unreachable")
 	}
