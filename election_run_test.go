@@ -22,8 +22,8 @@ import (
 )
 
 // termLog records the terms of Runs: each term's start and end (when its
-// OnStartedLeading saw its context end), owner and fencing token, and the
-// callbacks' order per candidate.
+// OnStartedLeading returned), owner and fencing token, and the callbacks'
+// order per candidate.
 type termLog struct {
 	mu     sync.Mutex
 	terms  []termRec
@@ -62,12 +62,12 @@ func (g *termLog) callbacks(who string, linger func() time.Duration, started cha
 				started <- rec
 			}
 			<-ctx.Done()
+			if linger != nil {
+				time.Sleep(linger()) // a leader slow to stop: its term lasts until it returns
+			}
 			g.mu.Lock()
 			g.terms[i-1].end = time.Now()
 			g.mu.Unlock()
-			if linger != nil {
-				time.Sleep(linger())
-			}
 		},
 		OnStoppedLeading: func(err error) {
 			g.mu.Lock()
@@ -103,7 +103,7 @@ func (g *termLog) check(t *testing.T) {
 		}
 		prev := terms[i-1]
 		require.Greater(t, tr.token, prev.token, "term %d of %s: fencing token after %s's", i, tr.who, prev.who)
-		require.False(t, tr.start.Before(prev.end), "term %d of %s (token %d) started %s before %s's term (token %d) ended",
+		require.False(t, tr.start.Before(prev.end), "term %d of %s (token %d) started %s before %s's term (token %d) ended (its work returned)",
 			i, tr.who, tr.token, prev.end.Sub(tr.start), prev.who, prev.token)
 	}
 }
@@ -404,7 +404,12 @@ func TestElectionRunManyTermsNeverOverlap(t *testing.T) {
 		done   <-chan error
 	}
 	starts := make(chan termRec, 1024)
-	linger := func() time.Duration { return time.Duration(rand.N(20)) * time.Millisecond }
+	linger := func() time.Duration {
+		if rand.N(5) == 0 {
+			return 100*time.Millisecond + time.Duration(rand.N(200))*time.Millisecond // longer than a hand-over
+		}
+		return time.Duration(rand.N(20)) * time.Millisecond
+	}
 	var cands []*candidate
 	for _, name := range []string{"a", "b", "c"} {
 		raw, _ := newDB(t)

@@ -39,6 +39,10 @@ import (
 // process holding that session would not learn at its next heartbeat that
 // the lock moved; acquire its key once the session has ended.
 //
+// When this client itself holds the acquisition the token names (the
+// same process resumes a lock it still holds), that lock is returned, with
+// no call.
+//
 // opts may be [WithLockLease], [WithDeleteLockOnRelease],
 // [WithSessionMonitor], [WithRefreshPeriod] and
 // [WithAdditionalTimeToWaitForLock]; the others are bad input. A write
@@ -63,6 +67,9 @@ func (c *Client) ResumeLock(ctx context.Context, token string, opts ...AcquireLo
 	if err != nil {
 		return nil, err
 	}
+	if l := c.heldResumable(t); l != nil {
+		return l, nil // this client holds that very acquisition: nothing to take back
+	}
 	start := c.now()
 	l, err := c.resume(ctx, t, o, what, start)
 	c.metrics.acquired(ctx, err, c.since(start))
@@ -79,6 +86,20 @@ func (t *resumeToken) what() string {
 		s = "reader " + t.entry + " of " + s
 	}
 	return s + " acquired by " + strconv.Quote(t.owner) + " with fencing token " + strconv.FormatUint(t.token, 10)
+}
+
+// heldResumable is the lock this client holds that t names (the same
+// acquisition: owner and fencing token, or the reader's entry), if any.
+func (c *Client) heldResumable(t *resumeToken) *Lock {
+	regKey := registryKey(t.key, t.sortKey)
+	if t.entry != "" {
+		regKey = readerRegKey(t.key, t.sortKey, t.entry)
+	}
+	l := c.here.held(regKey)
+	if l == nil || l.OwnerName() != t.owner || l.FencingToken() != t.token {
+		return nil
+	}
+	return l
 }
 
 // checkResumeToken refuses a token this client cannot resume.

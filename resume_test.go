@@ -191,6 +191,16 @@ func TestResumeLockRefusals(t *testing.T) {
 		assert.Zero(t, cc.total(), "no call")
 		require.NoError(t, l.Err())
 	})
+	t.Run("held here", func(t *testing.T) {
+		l, err := resumer.AcquireLockWithContext(ctx, "mine")
+		require.NoError(t, err)
+		cc.reset()
+		again, err := resumer.ResumeLock(ctx, l.ResumeToken())
+		require.NoError(t, err)
+		require.Same(t, l, again, "the lock this client holds, with no call")
+		assert.Zero(t, cc.total())
+		require.NoError(t, l.Close())
+	})
 	var nilLock *dynamolock.Lock
 	assert.Empty(t, nilLock.ResumeToken())
 	view, err := resumer.Get("k")

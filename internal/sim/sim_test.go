@@ -32,7 +32,7 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
-	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, refresh-burst, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock, sessions, same-owner, forced-release, foreign-v2; empty for none")
+	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, refresh-burst, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock, sessions, same-owner, forced-release, foreign-v2, leader, resume; empty for none")
 	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 1, "with -sim.seed: run the seed up to this many times until it shows a violation (one seed gives one run: more is for library versions that draw randomness outside internal/entropy)")
@@ -219,6 +219,7 @@ type world struct {
 	conflictAt    map[string]time.Time       // a caller's last write refused by another's transaction in progress
 	adopted       map[relKey]string          // an acquisition (key, owner, token) another client adopted under its owner name: that client
 	v2            v2State                    // the v2 writer's lock
+	lead          leaderState                // Runs' terms and resumes (leaders_test.go)
 
 	// Exact replay (replay_test.go).
 	randMu  sync.Mutex
@@ -343,6 +344,7 @@ func simulate(seed uint64, dur time.Duration) *world {
 		}
 	}
 	w.rwActors(&actors, deadline)
+	w.leaderActors(&actors, deadline)
 	if adv.forcer {
 		actors.Go(func() { w.forcer(rand.New(rand.NewPCG(seed, 0xf0)), deadline) })
 	}
