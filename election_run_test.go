@@ -359,8 +359,8 @@ func TestElectionRunRefusesAndEnds(t *testing.T) {
 	db, _ := newDB(t)
 	c := newClient(t, db, table, fast...)
 	ctx := context.Background()
-	//nolint:staticcheck // a nil context is the bad input tested
-	require.ErrorIs(t, c.NewElection("leader").Run(nil, nil, dynamolock.LeaderCallbacks{}), dynamolock.ErrInvalidArgument)
+	var nilCtx context.Context // the bad input tested
+	require.ErrorIs(t, c.NewElection("leader").Run(nilCtx, nil, dynamolock.LeaderCallbacks{}), dynamolock.ErrInvalidArgument)
 	require.ErrorIs(t, c.NewElection("").Run(ctx, nil, dynamolock.LeaderCallbacks{}), dynamolock.ErrInvalidArgument)
 	quiet := newClient(t, db, table, dynamolock.DisableHeartbeat())
 	err := quiet.NewElection("leader").Run(ctx, nil, dynamolock.LeaderCallbacks{})
