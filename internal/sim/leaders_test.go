@@ -353,6 +353,16 @@ func (w *world) resume(cl *simClient, r *rand.Rand, l *dynamolock.Lock, reader b
 		w.acquireFailed(cl, l.PartitionKey(), call, err)
 		return
 	}
+	w.mu.Lock()
+	_, again := w.tracked[got]
+	w.mu.Unlock()
+	if again {
+		// This client holds that very acquisition (or believes it does,
+		// until its next write): ResumeLock returned it, with no call. Its
+		// holder's actor goes on with it.
+		w.note("%s ResumeLock %s: the lock this client holds (token %d), with no call", cl.name, got.PartitionKey(), got.FencingToken())
+		return
+	}
 	if reader {
 		w.trackReader(cl, got)
 	} else {
