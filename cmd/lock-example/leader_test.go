@@ -5,10 +5,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,11 +68,81 @@ func queuedCandidate(table, name string) bool {
 	return ok && len(q.Value) > 0
 }
 
-// Leader mode: the command runs while its lock-example leads; when
-// leadership is taken away (a force release), the command is stopped, the
-// other candidate's runs, and when that one ends (it resigns), the first
-// one leads again and runs its command again, with a higher fencing token.
-// The commands never run at once.
+// gateProxy forwards connections to DynamoDB Local until it is closed,
+// and again once it is opened: a network cut that heals.
+type gateProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	shut  bool
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newGateProxy(t *testing.T) *gateProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &gateProxy{ln: ln}
+	target := strings.TrimPrefix(endpoint, "http://")
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			shut := p.shut
+			p.mu.Unlock()
+			if shut {
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			p.wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(c, up); c.Close() })
+		}
+	})
+	t.Cleanup(func() {
+		p.cut()
+		ln.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *gateProxy) endpoint() string { return "http://" + p.ln.Addr().String() }
+
+// cut breaks every open connection and refuses new ones until heal.
+func (p *gateProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.shut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *gateProxy) heal() {
+	p.mu.Lock()
+	p.shut = false
+	p.mu.Unlock()
+}
+
+// Leader mode: the command runs while its lock-example leads; when A is
+// cut off from DynamoDB, its command is stopped before its lease runs out
+// and B's runs once B has taken the lease over; when B's ends (it resigns),
+// A, healed, leads again and runs its command again, with a higher
+// fencing token. The commands never run at once.
 func TestLeaderRunsTheCommandWhileLeadingAndAgain(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
@@ -79,19 +152,20 @@ func TestLeaderRunsTheCommandWhileLeadingAndAgain(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	killOnCleanup(t, filepath.Join(dir, "pids"))
+	proxy := newGateProxy(t)
 	timing := []string{"--table", table, "--lease", "3s", "--heartbeat", "500ms", "--kill-grace", "500ms"}
-	leader := func(who string) *proc {
-		return startTool(t, append(append([]string{}, timing...), "--owner", who, "leader", "svc",
+	leader := func(who string, env []string) *proc {
+		return startToolEnv(t, env, append(append([]string{}, timing...), "--owner", who, "leader", "svc",
 			"bash", "-c", fmt.Sprintf("WHO=%s D=%s\n%s", who, dir, leaderJob))...)
 	}
-	a := leader("A")
+	a := leader("A", []string{"DYNAMODB_ENDPOINT=" + proxy.endpoint()})
 	waitFor(t, 15*time.Second, "A's command", fileHas(log, "A "))
-	b := leader("B")
+	b := leader("B", nil)
 	waitFor(t, 15*time.Second, "B waiting", func() bool { return queuedCandidate(table, "svc") })
 
-	fr := runTool(t, "--table", table, "force-release", "--owner", "A", "svc")
-	wantCode(t, fr, exitOK)
-	waitFor(t, 15*time.Second, "B's command", fileHas(log, "B "))
+	proxy.cut()
+	waitFor(t, 20*time.Second, "B's command", fileHas(log, "B "))
+	proxy.heal()
 
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -99,7 +173,7 @@ func TestLeaderRunsTheCommandWhileLeadingAndAgain(t *testing.T) {
 	if code := b.waitExit(t, 15*time.Second); code != exitOK {
 		t.Fatalf("B exited with %d\nstderr:\n%s", code, b.stderr.String())
 	}
-	waitFor(t, 15*time.Second, "A's command again", func() bool { return strings.Count(readLog(log), "A ") >= 3 })
+	waitFor(t, 20*time.Second, "A's command again", func() bool { return strings.Count(readLog(log), "A ") >= 3 })
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
