@@ -40,8 +40,12 @@
 //
 // # A leader and a read/write lock
 //
-// [Client.NewElection] names an election; [Election.Campaign] waits until
-// this client leads and returns the leadership as a held [Lock], whose
+// [Client.NewElection] names an election; [Election.Run] is the leader
+// loop a service runs: it campaigns, runs the leader's work
+// ([LeaderCallbacks]) while it leads, stops it the moment leadership ends,
+// campaigns again, and resigns when its context ends ([Election.IsLeader],
+// and [Election.Healthy] for a liveness probe). [Election.Campaign] waits
+// until this client leads and returns the leadership as a held [Lock], whose
 // [Lock.Done] closes when it ends. [Election.Leader] and [Election.Observe]
 // read who leads; [Election.Resign] steps down. [Client.NewRWLock] names a
 // read/write lock: never a writer with anyone else, and a waiting writer
@@ -57,6 +61,11 @@
 //   - [Lock.Done] and [Lock.Err] tell when and why a held lock was lost.
 //   - [Lock.FencingToken] and [Lock.TransactionCondition] make writes safe
 //     even after a loss the holder has not noticed yet.
+//   - [Lock.ResumeToken] and [Client.ResumeLock] take a lock back after
+//     the holder's process restarted, with one conditional write, when
+//     nobody else took it meanwhile.
+//   - [Semaphore.Holders] and [RWLock.Readers] say who holds a
+//     semaphore's slots and a read/write lock's readers.
 //   - [Client.AcquireLocks] takes several keys at once or none;
 //     [Client.NewSemaphore] lets up to size holders in.
 //
@@ -126,6 +135,7 @@
 //     ([WithLockLease], [WithSessionMonitor]); what the item holds and how
 //     its release will treat it ([WithData], [ReplaceData],
 //     [WithAdditionalAttributes], [WithDeleteLockOnRelease]).
+//     [Client.ResumeLock] takes the lease, release and retry ones.
 //   - Heartbeat, given to [Client.SendHeartbeatWithContext]
 //     ([SendHeartbeatOption]): [WithLeaseDurationToEnsure],
 //     [ReplaceHeartbeatData], [DeleteData], [HeartbeatRetries],

@@ -41,6 +41,8 @@ type Election struct {
 	// observers are told (without blocking) of every change this Election
 	// makes, so that Observe in this client delivers it without a poll.
 	observers map[chan struct{}]struct{}
+	// run is the state of Run (election_run.go).
+	run runState
 }
 
 // Leader is the state of an election as read from its item.
@@ -185,6 +187,13 @@ func (e *Election) Proclaim(ctx context.Context, value []byte) error {
 // when this Election does not lead (it never won, resigned already, or its
 // leadership was lost: the lock from Campaign tells which).
 //
+// While [Election.Run] leads, Resign ends Run's term: the term's context
+// ends, and Run releases the lock once OnStartedLeading has returned, so
+// that the next leader's term never overlaps it; Resign waits for that
+// (until ctx ends, leadership then kept until the work returns) and
+// returns the release's error. Run campaigns again after one
+// [DefaultRefreshPeriod].
+//
 // When the release fails, what follows depends on whether it may have
 // landed, as [Client.ReleaseLockWithContext] says. If it surely did not
 // (DynamoDB rejected it, or ctx ended before it was sent), leadership is
@@ -203,6 +212,14 @@ func (e *Election) Resign(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
+	if t := e.runTermOf(l); t != nil {
+		return e.resignTerm(ctx, t) // a term of Run: ended, then released by Run
+	}
+	return e.resign(ctx, l)
+}
+
+// resign is Resign of leadership l.
+func (e *Election) resign(ctx context.Context, l *Lock) error {
 	_, err := e.c.ReleaseLockWithContext(ctx, l)
 	if err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrLockAlreadyReleased) && l.Err() == nil {
 		return err // not sent, or rejected: still the leader

@@ -160,6 +160,33 @@ func TestGoldenRequests(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, w.Close())
 		},
+		// A lock and an RWLock reader of another process (another owner),
+		// resumed from their tokens; a resume of a token already resumed
+		// is refused.
+		"resume": func(t *testing.T, ctx context.Context, c *dynamolock.Client, g *goldenWorld) {
+			old, err := dynamolock.New(g.db, "locks", dynamolock.WithOwnerName("old"), dynamolock.WithLeaseDuration(time.Hour), dynamolock.WithHeartbeatPeriod(0))
+			require.NoError(t, err)
+			g.others = append(g.others, old)
+			l, err := old.AcquireLockWithContext(ctx, "r", dynamolock.WithData([]byte("d")))
+			require.NoError(t, err)
+			rw, err := old.NewRWLock("rw")
+			require.NoError(t, err)
+			reader, err := rw.RLock(ctx)
+			require.NoError(t, err)
+			resumed, err := c.ResumeLock(ctx, l.ResumeToken())
+			require.NoError(t, err)
+			resumedReader, err := c.ResumeLock(ctx, reader.ResumeToken())
+			require.NoError(t, err)
+			_, err = c.ResumeLock(ctx, l.ResumeToken())
+			require.ErrorIs(t, err, dynamolock.ErrLockTakenOver)
+			require.NoError(t, c.SendHeartbeatWithContext(ctx, resumed))
+			require.NoError(t, resumed.Close())
+			require.NoError(t, resumedReader.Close())
+			// The old process's releases find the items the resumes' (one
+			// at a time: Close would send them at once).
+			_, _ = old.ReleaseLockWithContext(ctx, l)
+			_, _ = old.ReleaseLockWithContext(ctx, reader)
+		},
 		"fair": func(t *testing.T, ctx context.Context, c *dynamolock.Client, _ *goldenWorld) {
 			l, err := c.AcquireLockWithContext(ctx, "f", dynamolock.WithFairness())
 			require.NoError(t, err)

@@ -125,6 +125,10 @@ func TestNilContextIsBadInput(t *testing.T) {
 		"Semaphore.Acquire":                func() error { return second(sem.Acquire(nilCtx)) },
 		"RWLock.RLock":                     func() error { return second(rw.RLock(nilCtx)) },
 		"RWLock.Lock":                      func() error { return second(rw.Lock(nilCtx)) },
+		"Election.Run":                     func() error { return election.Run(nilCtx, nil, dynamolock.LeaderCallbacks{}) },
+		"Client.ResumeLock":                func() error { return second(c.ResumeLock(nilCtx, held.ResumeToken())) },
+		"Semaphore.Holders":                func() error { return second(sem.Holders(nilCtx)) },
+		"RWLock.Readers":                   func() error { return second(rw.Readers(nilCtx)) },
 	}
 
 	// Observe has no error to return: its channel closes at once.

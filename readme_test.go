@@ -34,15 +34,20 @@ var snippetRegion = regexp.MustCompile(`(?ms)^[ \t]*// snippet:([a-z0-9-]+)\n(.*
 // (a complete program, which go vet and TestQuickStartProgram build).
 var readmeGoBlock = regexp.MustCompile("(?ms)^(?:<!-- snippet:([a-z0-9-]+|file:[a-z0-9/._-]+) -->\\n)?```go\\n(.*?)^```\\n")
 
-// exampleSnippets returns the regions of example_test.go, de-indented.
+// exampleSnippets returns the regions of example_test.go and of the other
+// example*_test.go files, de-indented.
 func exampleSnippets(t *testing.T) map[string]string {
 	t.Helper()
-	src, err := os.ReadFile("example_test.go")
+	files, err := filepath.Glob("example*_test.go")
 	require.NoError(t, err)
 	snippets := map[string]string{}
-	for _, m := range snippetRegion.FindAllStringSubmatch(string(src), -1) {
-		require.NotContains(t, snippets, m[1], "two regions named %q", m[1])
-		snippets[m[1]] = dedent(m[2])
+	for _, name := range files {
+		src, err := os.ReadFile(name)
+		require.NoError(t, err)
+		for _, m := range snippetRegion.FindAllStringSubmatch(string(src), -1) {
+			require.NotContains(t, snippets, m[1], "two regions named %q", m[1])
+			snippets[m[1]] = dedent(m[2])
+		}
 	}
 	return snippets
 }

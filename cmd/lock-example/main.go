@@ -6,6 +6,7 @@
 //	lock-example [flags] list [--json]
 //	lock-example [flags] show [--json] <lock-name>
 //	lock-example [flags] force-release --owner <owner> <lock-name>
+//	lock-example [flags] leader <election-name> <command> [args...]
 //
 // Run `lock-example --help` for the flags, the exit status and examples;
 // README.md beside this file says the same at more length.
@@ -51,6 +52,7 @@ const usageText = `Usage:
   lock-example [flags] list [--json] [--watch D]
   lock-example [flags] show [--json] [--watch D] <lock-name>
   lock-example [flags] force-release --owner <owner> <lock-name>
+  lock-example [flags] leader <election-name> <command> [args...]
 
 Runs <command> while holding the lock <lock-name> in a DynamoDB table, so
 that it never runs in two places at once: a cron job that must run on one
@@ -142,6 +144,19 @@ Exit status:
   held by --owner: another owner's, shared holders', or renewed meanwhile),
   125 error.
 
+Leader mode (lock-example [flags] leader NAME COMMAND): a service that must
+run on one host at a time, handed over when that host fails. lock-example
+campaigns for the election NAME for as long as it takes; while it leads, it
+runs COMMAND as the exclusive mode does (renewed, stopped in time when
+leadership is lost or cannot be renewed); when leadership is lost, the
+command is stopped and lock-example campaigns again, and runs COMMAND again
+(DYNAMOLOCK_FENCING_TOKEN: the new term's) when it leads again. When COMMAND
+ends while leading, lock-example resigns (as a run releases its lock) and
+exits with its status. SIGINT or SIGTERM ends the wait, or are forwarded to
+the command. --data is the leader's value. --shared, --limit,
+--hold-at-least and --timeout do not apply. Use election names for leader
+mode only: a plain run of the same name would not see the election.
+
 Subcommands (a lock named like one is run with: lock-example [flags] -- <lock-name> <command>):
   create-table   create the table (and its sort key with --sort-key NAME);
                  an existing table is not an error
@@ -184,6 +199,9 @@ Examples:
   # At most 4 encoders across the fleet.
   lock-example --limit 4 --wait-for-lock encoders ./encode.sh "$FILE"
 
+  # The scheduler daemon runs on one host of the fleet; another takes over when it dies.
+  lock-example --lease 10s leader scheduler /usr/local/bin/scheduler --serve
+
   # Cron on every host at 02:00: the report runs once, whichever host fires first.
   0 2 * * * lock-example --hold-at-least 10m nightly-report ./report.sh
 
@@ -225,6 +243,7 @@ type config struct {
 	limit          int             // --limit N: one of N slots (0: not given)
 	holdAtLeast    time.Duration   // --hold-at-least D
 	set            map[string]bool // the flags given on the command line, by name
+	leader         bool            // leader mode (leader.go)
 }
 
 func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
@@ -295,6 +314,18 @@ func run(args []string, stdin, stdout, stderr *os.File) int {
 		}
 		cfg.noteSet(fs)
 		return runAdmin(cfg, rest[0], pos, stdout, stderr)
+	}
+	if len(rest) > 0 && rest[0] == "leader" && !dashdash {
+		// Flags may also come between "leader" and the election's name.
+		if err := fs.Parse(rest[1:]); err != nil {
+			return parseFailed(fs, err, stdout, stderr)
+		}
+		cfg.noteSet(fs)
+		if rest = fs.Args(); len(rest) < 2 {
+			fmt.Fprintln(stderr, "lock-example: leader needs an election name and a command; see lock-example --help")
+			return exitSetup
+		}
+		return runLeader(cfg, rest[0], rest[1:], stdin, stdout, stderr)
 	}
 	cfg.noteSet(fs)
 	if len(rest) < 2 {

@@ -84,6 +84,8 @@ func (c *config) checkAdminFlags(sub string) error {
 // modeText names the run's mode in messages.
 func (c *config) modeText() string {
 	switch {
+	case c.leader:
+		return "leadership of"
 	case c.limit > 0:
 		return fmt.Sprintf("one of %d slots of", c.limit)
 	case c.shared:
@@ -94,6 +96,9 @@ func (c *config) modeText() string {
 
 // takeLock acquires the lock in the run's mode.
 func (r *runner) takeLock(ctx context.Context, opts []dynamolock.AcquireLockOption) (*dynamolock.Lock, error) {
+	if r.cfg.leader {
+		return r.campaign(ctx, opts)
+	}
 	if r.cfg.limit > 0 {
 		sem, err := r.client.NewSemaphore(r.name, r.cfg.limit)
 		if err != nil {
@@ -116,8 +121,8 @@ func (r *runner) takeLock(ctx context.Context, opts []dynamolock.AcquireLockOpti
 // dataOptions are the options that set the item's data: none for a
 // shared run (the item's data is the exclusive runs').
 func (c *config) dataOptions() []dynamolock.AcquireLockOption {
-	if c.shared {
-		return nil
+	if c.shared || c.leader {
+		return nil // a leader's value is its campaign's
 	}
 	// The item's data is always this run's: none without --data.
 	opts := []dynamolock.AcquireLockOption{dynamolock.ReplaceData()}

@@ -40,6 +40,7 @@ type runner struct {
 	tap                   *itemTap // the lock client's DynamoDB client
 	t                     timings
 	acquiredAt            time.Time // when the lock was granted (--hold-at-least counts from then)
+	terms                 int       // leader mode: terms lost so far
 }
 
 // runLocked runs argv while holding the lock name, as the usage text says,
@@ -74,13 +75,19 @@ func runLocked(cfg *config, name string, argv []string, stdin, stdout, stderr *o
 		r.logf("%v", err)
 		return exitSetup
 	}
-	lock, code := r.waitForLock()
-	if lock == nil {
-		r.closeClient() // releases the lock if it was granted after all
-		return code
+	for {
+		lock, code := r.waitForLock()
+		if lock == nil {
+			r.closeClient() // releases the lock if it was granted after all
+			return code
+		}
+		r.acquiredAt = time.Now()
+		code, lost := r.runCommand(lock)
+		if !lost || !cfg.leader {
+			return code
+		}
+		r.nextTerm(lock) // leader mode: campaign again (leader.go)
 	}
-	r.acquiredAt = time.Now()
-	return r.runCommand(lock)
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -119,7 +126,7 @@ func (r *runner) waitForLock() (*dynamolock.Lock, int) {
 	// whole lease, it counts as unreachable (125), not as a busy lock. The
 	// library's wait alone would retry for as long as it may wait.
 	var probe <-chan time.Time
-	if r.cfg.waitForLock || r.cfg.timeout > 0 {
+	if (r.cfg.waitForLock || r.cfg.timeout > 0) && !r.cfg.leader { // a candidate campaigns through outages
 		t := time.NewTicker(r.t.heartbeat)
 		defer t.Stop()
 		probe = t.C
@@ -253,18 +260,24 @@ func describeLoss(name string, err error) string {
 }
 
 // runCommand runs the command under the held lock and settles the lock
-// when it ends; it returns lock-example's exit status.
-func (r *runner) runCommand(lock *dynamolock.Lock) int {
+// when it ends; it returns lock-example's exit status. In leader mode, a
+// lock lost while the command ran (the command stopped) is reported with
+// lost, and the client is kept for the next campaign.
+func (r *runner) runCommand(lock *dynamolock.Lock) (code int, lost bool) {
 	k := newKeeper(r.client, lock, r.t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := k.first(ctx); err != nil {
 		r.logf("lock %q could not be renewed after it was granted: %s; the command was not started", r.name, r.errText(err))
-		r.closeClient()
 		if k.isLost(err) {
-			return exitLockLost
+			if r.cfg.leader {
+				return exitLockLost, true
+			}
+			r.closeClient()
+			return exitLockLost, false
 		}
-		return exitSetup
+		r.closeClient()
+		return exitSetup, false
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { k.run(ctx) })
@@ -284,11 +297,14 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 	case o.notRun:
 		stopKeeper()
 		r.closeClient() // the command never ran: release the lock
-		return o.code
+		return o.code, false
+	case o.lost && r.cfg.leader:
+		stopKeeper()
+		return exitLockLost, true // the next campaign releases what may still be held
 	case o.lost:
 		stopKeeper()
 		r.closeClient() // releases the lock if it is still held after all
-		return exitLockLost
+		return exitLockLost, false
 	case o.leftover:
 		end := later(time.Now().Add(r.t.lease), until)
 		r.logf("keeping lock %q %s, renewed, before releasing it", r.name, r.keepText(end, until))
@@ -316,7 +332,7 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 	if _, lost := k.state(); lost != nil {
 		r.logf("%s", describeLoss(r.name, lost))
 		r.closeClient()
-		return o.code
+		return o.code, false
 	}
 	ctx, cancelRelease := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancelRelease()
@@ -324,12 +340,12 @@ func (r *runner) runCommand(lock *dynamolock.Lock) int {
 		if errors.Is(err, dynamolock.ErrLockLost) && !o.lost && o.code == 0 {
 			r.logf("lock %q was lost before the command ended: %s", r.name, r.errText(err))
 			r.closeClient()
-			return exitLockLost
+			return exitLockLost, false
 		}
 		r.logf("releasing lock %q: %s (it can be taken over once its lease has run out)", r.name, r.errText(err))
 	}
 	r.closeClient()
-	return o.code
+	return o.code, false
 }
 
 // hold keeps the lock, renewed, until end: one lease after a failure, so

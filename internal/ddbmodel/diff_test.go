@@ -510,6 +510,7 @@ func TestDifferential(t *testing.T) {
 	invalidRequests(ctx, d, plain, sorted_)
 	timeToLive(ctx, d, plain, sorted_)
 	fairShapes(ctx, d, plain)
+	resumeShapes(ctx, t, d, plain)
 
 	deadline := time.Now().Add(*diffBudget)
 	// Under load (six agents on two cores) a budget can pass before any
@@ -675,6 +676,14 @@ func (w *worker) step(ctx context.Context) {
 		}
 	case n < 17: // a foreign or hostile item, then the library meets it
 		w.foreign(ctx, key)
+	case n == 17 && (len(w.held) > 0 || w.released != nil): // a resume, as by a restarted process
+		l := w.released
+		if len(w.held) > 0 && (l == nil || r.IntN(3) > 0) {
+			l = w.pick()
+		}
+		if got, err := w.c.ResumeLock(ctx, l.ResumeToken()); err == nil {
+			w.held = append(w.held, got)
+		}
 	default: // do nothing for a moment: heartbeats run, leases age
 		time.Sleep(time.Duration(r.IntN(200)) * time.Millisecond)
 	}

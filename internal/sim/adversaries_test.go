@@ -108,8 +108,9 @@ func (w *world) superseded(tr *tracked) bool {
 	rk := relKey{tr.key, tr.owner, tr.token}
 	if tr.reader {
 		// A reader's entry is not the item's holder: a writer's
-		// acquisition under the reader's owner name adopts nothing of it.
-		return w.forced[rk]
+		// acquisition under the reader's owner name adopts nothing of it;
+		// a resume replaces it (leaders_test.go).
+		return w.forced[rk] || tr.readerID != "" && w.lead.resumed[tr.readerID]
 	}
 	return w.supersededRel(rk, tr.client.name)
 }

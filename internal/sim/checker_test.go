@@ -179,6 +179,7 @@ func (w *world) hook(e ddbmodel.Event) {
 		}
 		b, a := ch.Before, ch.After
 		w.recordData(ch.Key, a)
+		w.resumeHook(e.Ctx, caller, ch)
 		w.adversaryHook(caller, ch)
 		if caller == "foreign" || caller == v2Caller {
 			if w.foreignSeq == nil {
@@ -186,7 +187,7 @@ func (w *world) hook(e ddbmodel.Event) {
 			}
 			w.foreignSeq[ch.Key] = e.Seq
 		}
-		w.rwHook(ch)
+		w.rwHook(ch, e.Ctx.Value(resumeCallKey{}) != nil)
 		w.sessionHook(ch)
 		w.orphansHook(caller, call, ch)
 		// 4. Fencing tokens of successive acquisitions strictly increase.
@@ -376,6 +377,7 @@ func (w *world) checkLocked(where string) {
 	for key, trs := range readers {
 		w.checkRW(where, live[key], trs)
 	}
+	w.checkLeaders(where)
 }
 
 // sortedTracked lists the tracked locks in an order that does not depend

@@ -336,8 +336,10 @@ type rwBeat struct {
 
 // rwHook checks, for one change of the read/write lock's item, that no
 // reader went ahead of a live writer waiting before it (invariant 12),
-// then records the queue's beats. Called from hook, with w.mu held.
-func (w *world) rwHook(ch ddbmodel.Change) {
+// then records the queue's beats. Called from hook, with w.mu held. A
+// resume's change (resumed) replaces a reader's entry with a new one: no
+// reader is added.
+func (w *world) rwHook(ch ddbmodel.Change, resumed bool) {
 	if w.pkOf(ch.Key) != rwName {
 		return
 	}
@@ -348,7 +350,7 @@ func (w *world) rwHook(ch ddbmodel.Change) {
 	before, _ := ch.Before["readers"].(*types.AttributeValueMemberM)
 	after, _ := ch.After["readers"].(*types.AttributeValueMemberM)
 	queue, _ := ch.Before["fairQueue"].(*types.AttributeValueMemberM)
-	if after != nil && queue != nil {
+	if after != nil && queue != nil && !resumed {
 		for id := range after.Value {
 			if before != nil {
 				if _, had := before.Value[id]; had {

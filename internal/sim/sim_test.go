@@ -32,7 +32,7 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 3*time.Second, "wall time after which no new seed starts (0: no limit)")
 	flagDuration = flag.Duration("sim.duration", time.Minute, "virtual time each seed runs its clients for")
 	flagSummary  = flag.String("sim.summary", "", "also write the summary line to this file")
-	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, late-reader, late-transaction, renewal-orphans, refresh-burst, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock, sessions, same-owner, forced-release, foreign-v2, targeted, crowd; empty for none")
+	flagAvoid    = flag.String("sim.avoid", "delete", "comma-separated operation mixes (or checks) to leave out, because they meet documented limits or defects of the library (docs/SIMULATION.md): delete, late-reader, late-transaction, renewal-orphans, refresh-burst, release-retry, reentrant-mix, undecodable, fair, recipes, rwlock, sessions, same-owner, forced-release, foreign-v2, leader, resume, targeted, crowd; empty for none")
 	flagSerial   = flag.Bool("sim.serial", false, "run seeds one after another, in order")
 	flagFailFast = flag.Bool("sim.failfast", false, "start no new seed after one found a violation")
 	flagRepeat   = flag.Int("sim.repeat", 1, "with -sim.seed: run the seed up to this many times until it shows a violation (one seed gives one run: more is for library versions that draw randomness outside internal/entropy)")
@@ -228,6 +228,7 @@ type world struct {
 	keyReads      map[string]*keyReads           // invariant 22 (budget_test.go)
 	deadHolders   map[string]string              // invariant 23: the record version number reported, by key
 	keyFault      map[string]time.Time           // client name, NUL, key → when a request of it on that item last met a fault
+	lead          leaderState                    // Runs' terms and resumes (leaders_test.go)
 
 	// Exact replay (replay_test.go).
 	randMu  sync.Mutex
@@ -366,6 +367,7 @@ func simulate(seed uint64, dur time.Duration) *world {
 	}
 	w.rwActors(&actors, deadline)
 	w.crowdActors(&actors, deadline)
+	w.leaderActors(&actors, deadline)
 	if adv.forcer {
 		actors.Go(func() { w.forcer(rand.New(rand.NewPCG(seed, 0xf0)), deadline) })
 	}
