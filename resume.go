@@ -51,7 +51,7 @@ import (
 // ends; a write whose outcome stays unknown is taken back before the call
 // returns. Cost: one UpdateItem (and the client's one DescribeTable before
 // its first write).
-func (c *Client) ResumeLock(ctx context.Context, token string, opts ...AcquireLockOption) (*Lock, error) {
+func (c *Client) ResumeLock(ctx context.Context, token string, opts ...AcquireLockOption) (l *Lock, err error) {
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -70,8 +70,10 @@ func (c *Client) ResumeLock(ctx context.Context, token string, opts ...AcquireLo
 	if l := c.heldResumable(t); l != nil {
 		return l, nil // this client holds that very acquisition: nothing to take back
 	}
+	ctx, tr := c.startAcquire(ctx, kindResume, t.key)
+	defer func() { tr.end(err, l) }()
 	start := c.now()
-	l, err := c.resume(ctx, t, o, what, start)
+	l, err = c.resume(ctx, t, o, what, start)
 	c.metrics.acquired(ctx, err, c.since(start))
 	return l, err
 }

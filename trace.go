@@ -78,6 +78,7 @@ const (
 	kindElection  = "election"
 	kindRead      = "rwlock.read"
 	kindWrite     = "rwlock.write"
+	kindResume    = "resume" // ResumeLock: one conditional write, no wait
 )
 
 // Attribute keys.

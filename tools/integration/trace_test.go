@@ -313,6 +313,31 @@ func TestCampaignWonByANewAcquisitionsFirstWriteIsAHandover(t *testing.T) {
 	assert.Empty(t, events(acq, "dynamolock.takeover"))
 }
 
+// ResumeLock is an acquiring call: one span of kind resume, its one
+// conditional write under it, the new fencing token on it.
+func TestResumeLockIsOneSpan(t *testing.T) {
+	table := newTable(t, "")
+	tp, exp := newTracer(t)
+	old := newClient(t, newDB(t), table, dynamolock.WithHeartbeatPeriod(0))
+	l, err := old.AcquireLockWithContext(context.Background(), "r")
+	require.NoError(t, err)
+	token := l.ResumeToken()
+	db := &spyDB{Client: newDB(t)}
+	c := newClient(t, db, table, dynamolock.WithTracerProvider(tp), dynamolock.WithHeartbeatPeriod(0))
+	resumed, err := c.ResumeLock(context.Background(), token)
+	require.NoError(t, err)
+	acq := only(t, exp, "dynamolock.acquire")
+	a := attrs(acq.Attributes)
+	assert.Equal(t, "resume", a["dynamolock.kind"].AsString())
+	assert.Equal(t, "r", a["dynamolock.key"].AsString())
+	assert.Equal(t, "acquired", a["dynamolock.outcome"].AsString())
+	assert.Equal(t, int64(resumed.FencingToken()), a["dynamolock.fencing_token"].AsInt64())
+	calls := db.take()
+	require.NotEmpty(t, calls)
+	requireUnder(t, calls, acq.SpanContext, "the resume")
+	require.NoError(t, resumed.Close())
+}
+
 // A holder seen unchanged for its lease is taken over: the span says so.
 func TestTakeoverOfADeadHolderIsAnEvent(t *testing.T) {
 	table := newTable(t, "")
