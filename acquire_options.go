@@ -3,6 +3,8 @@ package dynamolock
 import (
 	"time"
 	"unicode/utf8"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // acquireOptions applies opts over the defaults, checks them, and resolves
@@ -109,8 +111,8 @@ func (c *Client) resolveSortKey(v *string) (*string, error) {
 		return c.cfg.sortKey, nil
 	case c.cfg.sortKeyName == "":
 		return nil, invalid("WithSortKeyValue", *v, "needs a client with a sort key: name it with WithSortKey")
-	case *v == "" || len(*v) > maxSortKeyBytes || !utf8.ValidString(*v):
-		return nil, invalid("WithSortKeyValue", *v, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)
+	case *v == "" || len(*v) > lockitem.MaxSortKeyBytes || !utf8.ValidString(*v):
+		return nil, invalid("WithSortKeyValue", *v, "must be 1 to %d bytes of UTF-8", lockitem.MaxSortKeyBytes)
 	}
 	return v, nil
 }

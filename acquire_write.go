@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // The engine's DynamoDB calls, all through the call layer (calls.go):
@@ -388,17 +390,17 @@ func (a *acquisition) undo(ctx context.Context) {
 // renewal; released, a third client could take it while that holder still
 // works.
 func (c *Client) undoInput(key map[string]types.AttributeValue, rvns []string, token uint64) *dynamodb.UpdateItemInput {
-	b := newExprBuilder()
-	in := b.value(":u0", attrS(rvns[0]))
+	b := lockitem.NewExpr()
+	in := b.Value(":u0", lockitem.S(rvns[0]))
 	for i, rvn := range rvns[1:] {
-		in += ", " + b.value(":u"+strconv.Itoa(i+1), attrS(rvn))
+		in += ", " + b.Value(":u"+strconv.Itoa(i+1), lockitem.S(rvn))
 	}
-	cond := ownerCondition(b, c.cfg.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
+	cond := ownerCondition(b, c.cfg.ownerName) + " AND " + b.Name("#v", lockitem.RVN) + " IN (" + in + ")"
 	if token != 0 {
-		cond += " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(token))
+		cond += " AND " + b.Name("#f", lockitem.FencingToken) + " = " + b.Value(":f", lockitem.N(token))
 	}
-	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1")) + " REMOVE " + expiryAttrs(b) +
-		", " + b.name("#s", attrSession) // a released item names no session
+	update := "SET " + b.Name("#r", lockitem.IsReleased) + " = " + b.Value(":r", lockitem.S("1")) + " REMOVE " + expiryAttrs(b) +
+		", " + b.Name("#s", lockitem.Session) // a released item names no session
 	return c.guardedUpdate(key, b, update, cond)
 }
 
@@ -460,20 +462,20 @@ func (c *Client) newPlainAcquire() plainAcquire {
 // per call.
 func (c *Client) plainAcquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn string, sent time.Time) (*dynamodb.UpdateItemInput, *acquiredItem) {
 	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4), tokenBase: uint64(sent.UnixMicro())}
-	w.remove = append(w.removeArray[:0], attrIsReleased)
+	w.remove = append(w.removeArray[:0], lockitem.IsReleased)
 	if c.cfg.clockSkewBound <= 0 {
-		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
+		w.remove = append(w.remove, lockitem.LeaseExpiresAt, lockitem.LeaseExpiresRVN)
 	}
-	w.remove = append(w.remove, attrSession)
+	w.remove = append(w.remove, lockitem.Session)
 	// The values alone: the names are the client's.
 	values := make(map[string]types.AttributeValue, 8)
-	w.set[attrOwnerName] = attrS(c.cfg.ownerName)
-	w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
-	w.set[attrRVN] = attrS(rvn)
-	values[":o"] = w.set[attrOwnerName]
-	values[":l"] = w.set[attrLeaseDuration]
-	values[":v"] = w.set[attrRVN]
-	values[":base"] = attrN(w.tokenBase)
+	w.set[lockitem.OwnerName] = lockitem.S(c.cfg.ownerName)
+	w.set[lockitem.LeaseDuration] = lockitem.S(lockitem.FormatLease(o.lease))
+	w.set[lockitem.RVN] = lockitem.S(rvn)
+	values[":o"] = w.set[lockitem.OwnerName]
+	values[":l"] = w.set[lockitem.LeaseDuration]
+	values[":v"] = w.set[lockitem.RVN]
+	values[":base"] = lockitem.N(w.tokenBase)
 	values[":one"] = &types.AttributeValueMemberN{Value: c.plain.one}
 	c.expiryValues(values, sent, o.lease, rvn)
 	w.setExpiry(values, c.cfg.ttlAttribute)
@@ -498,64 +500,64 @@ func (c *Client) plainAcquireWrite(key string, sortKey *string, o *acquireLockOp
 func (c *Client) builtAcquireWrite(key string, sortKey *string, o *acquireLockOptions, rvn, takeover string, q *queueWrite, sent time.Time, sess *Session) (*dynamodb.UpdateItemInput, *acquiredItem) {
 	w := &acquiredItem{set: make(map[string]types.AttributeValue, 4+len(o.additionalAttributes)), tokenBase: uint64(sent.UnixMicro())}
 	w.remove = w.removeArray[:0]
-	b := newExprBuilder()
-	w.set[attrOwnerName] = attrS(c.cfg.ownerName)
+	b := lockitem.NewExpr()
+	w.set[lockitem.OwnerName] = lockitem.S(c.cfg.ownerName)
 	if sess != nil {
-		w.set[attrLeaseDuration] = attrS(sessionLeaseText)
+		w.set[lockitem.LeaseDuration] = lockitem.S(sessionLeaseText)
 	} else {
-		w.set[attrLeaseDuration] = attrS(formatLease(o.lease))
+		w.set[lockitem.LeaseDuration] = lockitem.S(lockitem.FormatLease(o.lease))
 	}
-	w.set[attrRVN] = attrS(rvn)
+	w.set[lockitem.RVN] = lockitem.S(rvn)
 	// The expressions are constant strings where they can be: no
 	// allocation for them in the common case.
-	b.name("#o", attrOwnerName)
-	b.value(":o", w.set[attrOwnerName])
-	b.name("#l", attrLeaseDuration)
-	b.value(":l", w.set[attrLeaseDuration])
-	b.name("#v", attrRVN)
-	b.value(":v", w.set[attrRVN])
+	b.Name("#o", lockitem.OwnerName)
+	b.Value(":o", w.set[lockitem.OwnerName])
+	b.Name("#l", lockitem.LeaseDuration)
+	b.Value(":l", w.set[lockitem.LeaseDuration])
+	b.Name("#v", lockitem.RVN)
+	b.Value(":v", w.set[lockitem.RVN])
 	set := "SET #o = :o, #l = :l, #v = :v"
-	b.name("#r", attrIsReleased)
+	b.Name("#r", lockitem.IsReleased)
 	remove := " REMOVE #r"
-	w.remove = append(w.remove, attrIsReleased)
+	w.remove = append(w.remove, lockitem.IsReleased)
 	if c.cfg.clockSkewBound <= 0 || sess != nil {
 		// Without WithClockSkewBound no stored expiry outlives the holder
 		// that renewed it; a session's lock has no expiry of its own.
 		expiryAttrs(b)
 		remove = " REMOVE #r, #x, #xr"
-		w.remove = append(w.remove, attrLeaseExpiresAt, attrLeaseExpiresRVN)
+		w.remove = append(w.remove, lockitem.LeaseExpiresAt, lockitem.LeaseExpiresRVN)
 	}
 	if sess != nil {
-		set += ", " + b.name("#s", attrSession) + " = " + b.value(":s", attrS(sess.key))
-		w.set[attrSession] = b.values[":s"]
+		set += ", " + b.Name("#s", lockitem.Session) + " = " + b.Value(":s", lockitem.S(sess.key))
+		w.set[lockitem.Session] = b.Values[":s"]
 		if c.cfg.ttlAttribute != "" {
 			// No TTL may delete a lock its session holds: nothing renews it.
-			remove += ", " + b.name("#t", c.cfg.ttlAttribute)
+			remove += ", " + b.Name("#t", c.cfg.ttlAttribute)
 			w.remove = append(w.remove, c.cfg.ttlAttribute)
 		}
 	} else {
 		// An item names a session only while the session holds it.
-		b.name("#s", attrSession)
+		b.Name("#s", lockitem.Session)
 		remove += ", #s"
-		w.remove = append(w.remove, attrSession)
+		w.remove = append(w.remove, lockitem.Session)
 	}
 	// The lock keeps a copy: the caller may reuse its slice.
 	kept := func() types.AttributeValue { return &types.AttributeValueMemberB{Value: bytes.Clone(o.data)} }
 	switch {
 	case o.replaceData && o.data == nil:
-		remove += ", " + b.name("#d", attrData)
-		w.remove = append(w.remove, attrData)
+		remove += ", " + b.Name("#d", lockitem.Data)
+		w.remove = append(w.remove, lockitem.Data)
 	case o.replaceData:
-		set += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: o.data})
-		w.set[attrData] = kept()
+		set += ", " + b.Name("#d", lockitem.Data) + " = " + b.Value(":d", &types.AttributeValueMemberB{Value: o.data})
+		w.set[lockitem.Data] = kept()
 	case o.data != nil:
-		set += ", #d = if_not_exists(" + b.name("#d", attrData) + ", " + b.value(":d", &types.AttributeValueMemberB{Value: o.data}) + ")"
+		set += ", #d = if_not_exists(" + b.Name("#d", lockitem.Data) + ", " + b.Value(":d", &types.AttributeValueMemberB{Value: o.data}) + ")"
 		w.dataIfAbsent = kept()
 	}
 	i := 0
 	for name, v := range o.additionalAttributes {
 		n, vv := "#a"+strconv.Itoa(i), ":a"+strconv.Itoa(i)
-		set += ", " + b.name(n, name) + " = " + b.value(vv, v)
+		set += ", " + b.Name(n, name) + " = " + b.Value(vv, v)
 		w.set[name] = v
 		i++
 	}
@@ -564,16 +566,16 @@ func (c *Client) builtAcquireWrite(key string, sortKey *string, o *acquireLockOp
 	// that tokens keep increasing when an item is deleted (on release or by
 	// TTL) and created again, and an owner's token never names two
 	// acquisitions of one key.
-	set += ", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " +
-		b.value(":base", attrN(w.tokenBase)) + ") + " + b.value(":one", attrN(1))
+	set += ", " + b.Name("#f", lockitem.FencingToken) + " = if_not_exists(#f, " +
+		b.Value(":base", lockitem.N(w.tokenBase)) + ") + " + b.Value(":one", lockitem.N(1))
 	if sess == nil {
 		set += c.expirySets(b, sent, o.lease, rvn)
-		w.setExpiry(b.values, c.cfg.ttlAttribute)
+		w.setExpiry(b.Values, c.cfg.ttlAttribute)
 	}
 
-	cond := "attribute_not_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") OR attribute_exists(#r)"
+	cond := "attribute_not_exists(" + b.Name("#pk", c.cfg.partitionKeyName) + ") OR attribute_exists(#r)"
 	if takeover != "" {
-		cond += " OR #v = " + b.value(":stale", attrS(takeover))
+		cond += " OR #v = " + b.Value(":stale", lockitem.S(takeover))
 	}
 	if o.onlyIfLockAlreadyExist {
 		cond = "attribute_exists(#pk) AND (" + cond + ")"
@@ -587,8 +589,8 @@ func (c *Client) builtAcquireWrite(key string, sortKey *string, o *acquireLockOp
 		Key:                                 c.itemKeyOf(key, sortKey),
 		UpdateExpression:                    aws.String(set + remove),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.valuesOrNil(),
+		ExpressionAttributeNames:            b.Names,
+		ExpressionAttributeValues:           b.ValuesOrNil(),
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, w
@@ -612,7 +614,7 @@ type acquiredItem struct {
 // setExpiry records the stored expiry and the TTL that values write (see
 // expiryValues).
 func (w *acquiredItem) setExpiry(values map[string]types.AttributeValue, ttlAttribute string) {
-	for _, e := range [...]struct{ alias, attr string }{{":x", attrLeaseExpiresAt}, {":xr", attrLeaseExpiresRVN}, {":t", ttlAttribute}} {
+	for _, e := range [...]struct{ alias, attr string }{{":x", lockitem.LeaseExpiresAt}, {":xr", lockitem.LeaseExpiresRVN}, {":t", ttlAttribute}} {
 		if v, ok := values[e.alias]; ok {
 			w.set[e.attr] = v
 		}
@@ -628,27 +630,27 @@ func (w *acquiredItem) after(key, old map[string]types.AttributeValue) map[strin
 	for _, name := range w.remove {
 		delete(item, name)
 	}
-	if _, ok := item[attrData]; !ok && w.dataIfAbsent != nil {
-		item[attrData] = w.dataIfAbsent
+	if _, ok := item[lockitem.Data]; !ok && w.dataIfAbsent != nil {
+		item[lockitem.Data] = w.dataIfAbsent
 	}
 	maps.Copy(item, w.set)
-	token, err := uintAttr(old, attrFencingToken)
-	switch _, had := old[attrFencingToken]; {
+	token, err := uintAttr(old, lockitem.FencingToken)
+	switch _, had := old[lockitem.FencingToken]; {
 	case err != nil || token == math.MaxUint64:
 		// DynamoDB added one to a number this client cannot read: so
 		// cannot the lock (decoding the item fails, as it would have).
-		item[attrFencingToken] = attrS("unreadable")
+		item[lockitem.FencingToken] = lockitem.S("unreadable")
 	case had:
-		item[attrFencingToken] = attrN(token + 1)
+		item[lockitem.FencingToken] = lockitem.N(token + 1)
 	default:
-		item[attrFencingToken] = attrN(w.tokenBase + 1)
+		item[lockitem.FencingToken] = lockitem.N(w.tokenBase + 1)
 	}
-	if q, ok := item[attrFairQueue].(*types.AttributeValueMemberM); ok && len(w.queueRemove) > 0 {
+	if q, ok := item[lockitem.FairQueue].(*types.AttributeValueMemberM); ok && len(w.queueRemove) > 0 {
 		left := maps.Clone(q.Value)
 		for _, id := range w.queueRemove {
 			delete(left, id)
 		}
-		item[attrFairQueue] = &types.AttributeValueMemberM{Value: left}
+		item[lockitem.FairQueue] = &types.AttributeValueMemberM{Value: left}
 	}
 	return item
 }
@@ -656,7 +658,7 @@ func (w *acquiredItem) after(key, old map[string]types.AttributeValue) map[strin
 // carriesRVN reports whether item's record version number is rvn, whether
 // or not the rest of it can be decoded.
 func carriesRVN(item map[string]types.AttributeValue, rvn string) bool {
-	v, ok := item[attrRVN].(*types.AttributeValueMemberS)
+	v, ok := item[lockitem.RVN].(*types.AttributeValueMemberS)
 	return ok && v.Value == rvn
 }
 

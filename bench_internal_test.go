@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // White-box benchmarks of the in-process hot paths that cannot be reached
@@ -31,21 +32,21 @@ func BenchmarkDecodeItem(b *testing.B) {
 		item map[string]types.AttributeValue
 	}{
 		{"ours", map[string]types.AttributeValue{
-			"key":                 attrS("customer-42"),
-			attrOwnerName:         attrS("host-1b4e28ba-2fa1-11d2-883f-0016d3cca427"),
-			attrLeaseDuration:     attrS("20s"),
-			attrRVN:               attrS("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
-			attrFencingToken:      attrN(1234),
-			attrLeaseExpiresAt:    attrN(1767225600000),
-			attrData:              &types.AttributeValueMemberB{Value: []byte("payload")},
-			"additionalAttribute": attrS("x"),
+			"key":                   lockitem.S("customer-42"),
+			lockitem.OwnerName:      lockitem.S("host-1b4e28ba-2fa1-11d2-883f-0016d3cca427"),
+			lockitem.LeaseDuration:  lockitem.S("20s"),
+			lockitem.RVN:            lockitem.S("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+			lockitem.FencingToken:   lockitem.N(1234),
+			lockitem.LeaseExpiresAt: lockitem.N(1767225600000),
+			lockitem.Data:           &types.AttributeValueMemberB{Value: []byte("payload")},
+			"additionalAttribute":   lockitem.S("x"),
 		}},
 		{"java", map[string]types.AttributeValue{
-			"key":             attrS("customer-42"),
-			attrOwnerName:     attrS("host-1b4e28ba-2fa1-11d2-883f-0016d3cca427"),
-			attrLeaseDuration: attrS("20000"),
-			attrRVN:           attrS("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
-			attrIsReleased:    attrS("1"),
+			"key":                  lockitem.S("customer-42"),
+			lockitem.OwnerName:     lockitem.S("host-1b4e28ba-2fa1-11d2-883f-0016d3cca427"),
+			lockitem.LeaseDuration: lockitem.S("20000"),
+			lockitem.RVN:           lockitem.S("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+			lockitem.IsReleased:    lockitem.S("1"),
 		}},
 	}
 	for _, tc := range items {

@@ -17,6 +17,7 @@ import (
 	"github.com/gofrs/uuid/v5"
 
 	"github.com/arielsrv/dynamolock/v2/internal/entropy"
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // DynamoDBClient is the part of the DynamoDB API the lock client needs, with
@@ -163,9 +164,9 @@ func registryKey(key string, sortKey *string) string {
 
 // itemKeyOf is the primary key of the item of (key, sortKey).
 func (c *Client) itemKeyOf(key string, sortKey *string) map[string]types.AttributeValue {
-	k := map[string]types.AttributeValue{c.cfg.partitionKeyName: attrS(key)}
+	k := map[string]types.AttributeValue{c.cfg.partitionKeyName: lockitem.S(key)}
 	if sortKey != nil {
-		k[c.cfg.sortKeyName] = attrS(*sortKey)
+		k[c.cfg.sortKeyName] = lockitem.S(*sortKey)
 	}
 	return k
 }
@@ -196,8 +197,8 @@ func validateKey(key string) error {
 	if !utf8.ValidString(key) {
 		return invalid("key", key, "must be valid UTF-8")
 	}
-	if len(key) > maxPartitionKeyBytes {
-		return invalid("key", key, "is %d bytes, longer than DynamoDB's %d-byte limit for a partition key", len(key), maxPartitionKeyBytes)
+	if len(key) > lockitem.MaxPartitionKeyBytes {
+		return invalid("key", key, "is %d bytes, longer than DynamoDB's %d-byte limit for a partition key", len(key), lockitem.MaxPartitionKeyBytes)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/arielsrv/dynamolock/v2/internal/clock"
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // config is a client's configuration: the table and every [ClientOption]'s
@@ -84,15 +85,15 @@ func (c *config) check() error {
 		return invalid("WithSortKey name", c.sortKeyName, "must not be empty")
 	case c.sortKeyDeclared && c.sortKeyName == c.partitionKeyName:
 		return invalid("WithSortKey name", c.sortKeyName, "must differ from the partition key name")
-	case c.sortKey != nil && (len(*c.sortKey) > maxSortKeyBytes || !utf8.ValidString(*c.sortKey)):
-		return invalid("WithSortKey value", *c.sortKey, "must be 1 to %d bytes of UTF-8", maxSortKeyBytes)
+	case c.sortKey != nil && (len(*c.sortKey) > lockitem.MaxSortKeyBytes || !utf8.ValidString(*c.sortKey)):
+		return invalid("WithSortKey value", *c.sortKey, "must be 1 to %d bytes of UTF-8", lockitem.MaxSortKeyBytes)
 	case c.maxObservations < 1 || c.maxObservations > 10_000_000:
 		return invalid("WithMaxLockObservationCacheSize", c.maxObservations, "must be between 1 and 10000000")
 	case !utf8.ValidString(c.ownerName):
 		return invalid("WithOwnerName", c.ownerName, "must be valid UTF-8")
-	case lockAttribute(c.partitionKeyName):
+	case lockitem.IsOwn(c.partitionKeyName):
 		return invalid("WithPartitionKeyName", c.partitionKeyName, "is an attribute the lock itself uses")
-	case c.sortKeyDeclared && lockAttribute(c.sortKeyName):
+	case c.sortKeyDeclared && lockitem.IsOwn(c.sortKeyName):
 		return invalid("WithSortKey name", c.sortKeyName, "is an attribute the lock itself uses")
 	case c.leaseDuration <= 0:
 		return invalid("WithLeaseDuration", c.leaseDuration, "must be positive")
@@ -114,7 +115,7 @@ func (c *config) check() error {
 	case c.session && c.heartbeatPeriod == 0:
 		return invalid("WithSession", "DisableHeartbeat", "needs heartbeats: the session is renewed by them")
 	}
-	if c.ttlAttribute != "" && (c.ttlAttribute == c.partitionKeyName || c.ttlAttribute == c.sortKeyName || lockAttribute(c.ttlAttribute)) {
+	if c.ttlAttribute != "" && (c.ttlAttribute == c.partitionKeyName || c.ttlAttribute == c.sortKeyName || lockitem.IsOwn(c.ttlAttribute)) {
 		return invalid("WithTTLAttribute", c.ttlAttribute, "is an attribute the lock itself uses")
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // What the client's calls cost in capacity units: every request that can
@@ -56,6 +58,6 @@ func (c *Client) failedWriteCost(ctx context.Context, op string, err error) {
 	if !errors.As(err, &ccf) {
 		return
 	}
-	units := max(1, math.Ceil(float64(itemSize(ccf.Item))/1024))
+	units := max(1, math.Ceil(float64(lockitem.Size(ccf.Item))/1024))
 	c.metrics.consumed(ctx, op, units, true)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 func unsupported(feature, method string) error {
@@ -79,15 +81,15 @@ func (c *Client) createTableOptions(tableName string, opts []CreateTableOption, 
 			"of the client's credentials and endpoint; create %q there (deploy/ has infrastructure code for it) and name it by its ARN elsewhere", arn.name)
 	case !isARN && !tableNamePattern.MatchString(tableName):
 		return nil, invalid("table name", tableName, "must be 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
-	case o.partitionKeyName == "" || lockAttribute(o.partitionKeyName):
+	case o.partitionKeyName == "" || lockitem.IsOwn(o.partitionKeyName):
 		return nil, invalid("WithCustomPartitionKeyName", o.partitionKeyName, "must not be empty or an attribute the lock itself uses")
-	case lockAttribute(o.sortKeyName):
+	case lockitem.IsOwn(o.sortKeyName):
 		return nil, invalid("WithSortKeyName", o.sortKeyName, "is an attribute the lock itself uses")
 	case o.sortKeyName == o.partitionKeyName:
 		return nil, invalid("WithSortKeyName", o.sortKeyName, "must differ from the partition key name")
 	case o.billingMode == types.BillingModeProvisioned && o.provisionedThroughput == nil:
 		return nil, invalid("WithProvisionedThroughput", nil, "must not be nil")
-	case o.timeToLiveAttribute != "" && (lockAttribute(o.timeToLiveAttribute) ||
+	case o.timeToLiveAttribute != "" && (lockitem.IsOwn(o.timeToLiveAttribute) ||
 		o.timeToLiveAttribute == o.partitionKeyName || o.timeToLiveAttribute == o.sortKeyName):
 		return nil, invalid("WithTimeToLive", o.timeToLiveAttribute, "is an attribute the lock itself uses; TTL on it would delete live locks")
 	}

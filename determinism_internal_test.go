@@ -23,6 +23,7 @@ import (
 	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
 	"github.com/arielsrv/dynamolock/v2/internal/clock"
 	"github.com/arielsrv/dynamolock/v2/internal/faults"
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // The ordering that broke replay: an acquisition waiting in sleep when its
@@ -147,15 +148,15 @@ func TestQueuesDecodeInIDOrder(t *testing.T) {
 	for i := range 16 {
 		id := fmt.Sprintf("%02x", (i*7)%16)
 		entries[id] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"t": attrN(uint64(i + 1)), "l": attrN(1000), "b": attrS("beat" + id), "k": attrS("w"),
+			"t": lockitem.N(uint64(i + 1)), "l": lockitem.N(1000), "b": lockitem.S("beat" + id), "k": lockitem.S("w"),
 		}}
 		readers[id] = readerEntry("beat"+id, time.Second, "")
 	}
 	item := map[string]types.AttributeValue{
-		"key":          attrS("k"),
-		attrIsReleased: attrS("1"), // no writer
-		attrFairQueue:  &types.AttributeValueMemberM{Value: entries},
-		attrReaders:    &types.AttributeValueMemberM{Value: readers},
+		"key":               lockitem.S("k"),
+		lockitem.IsReleased: lockitem.S("1"), // no writer
+		lockitem.FairQueue:  &types.AttributeValueMemberM{Value: entries},
+		lockitem.Readers:    &types.AttributeValueMemberM{Value: readers},
 	}
 	sorted := func(ids []string) bool { return slices.IsSorted(ids) && len(ids) == 16 }
 	for run := range 20 {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // TTLMargin is how far past the end of its lease a lock item's TTL
@@ -54,14 +56,14 @@ func WithTTLAttribute(name string) ClientOption {
 // their placeholders with b. The expiry is stored with the RVN it was
 // written for: a reader trusts it only while the item still carries that
 // RVN, so an expiry that a foreign writer left behind is never trusted.
-func (c *Client) expirySets(b *exprBuilder, sent time.Time, lease time.Duration, rvn string) string {
-	c.expiryValues(b.values, sent, lease, rvn)
+func (c *Client) expirySets(b *lockitem.Expr, sent time.Time, lease time.Duration, rvn string) string {
+	c.expiryValues(b.Values, sent, lease, rvn)
 	s := ""
 	if c.cfg.clockSkewBound > 0 {
-		s += ", " + b.name("#x", attrLeaseExpiresAt) + " = :x, " + b.name("#xr", attrLeaseExpiresRVN) + " = :xr"
+		s += ", " + b.Name("#x", lockitem.LeaseExpiresAt) + " = :x, " + b.Name("#xr", lockitem.LeaseExpiresRVN) + " = :xr"
 	}
 	if c.cfg.ttlAttribute != "" {
-		s += ", " + b.name("#t", c.cfg.ttlAttribute) + " = :t"
+		s += ", " + b.Name("#t", c.cfg.ttlAttribute) + " = :t"
 	}
 	return s
 }
@@ -72,7 +74,7 @@ func (c *Client) expirySets(b *exprBuilder, sent time.Time, lease time.Duration,
 func (c *Client) expiryValues(values map[string]types.AttributeValue, sent time.Time, lease time.Duration, rvn string) {
 	if c.cfg.clockSkewBound > 0 {
 		values[":x"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ceilMilli(sent.Add(lease)), 10)}
-		values[":xr"] = attrS(rvn)
+		values[":xr"] = lockitem.S(rvn)
 	}
 	if c.cfg.ttlAttribute != "" {
 		values[":t"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(sent.Add(lease+TTLMargin).Unix(), 10)}
@@ -81,9 +83,9 @@ func (c *Client) expiryValues(values map[string]types.AttributeValue, sent time.
 
 // expiryAttrs names the stored expiry's attributes for a REMOVE clause.
 // (Constant strings after the placeholders: no allocation per write.)
-func expiryAttrs(b *exprBuilder) string {
-	b.name("#x", attrLeaseExpiresAt)
-	b.name("#xr", attrLeaseExpiresRVN)
+func expiryAttrs(b *lockitem.Expr) string {
+	b.Name("#x", lockitem.LeaseExpiresAt)
+	b.Name("#xr", lockitem.LeaseExpiresRVN)
 	return "#x, #xr"
 }
 

@@ -17,11 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2/internal/entropy"
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
-
-// attrFairQueue is the queue of fair waiters on a lock item: a map from a
-// waiter's id to {t: ticket, b: beat, l: lease in milliseconds}.
-const attrFairQueue = "fairQueue"
 
 // WithFairness makes the acquisition wait its turn: acquisitions of the key
 // made with WithFairness, in any client or process, get the lock in the
@@ -97,7 +94,7 @@ func (w waiter) before(ticket uint64, id string) bool {
 // has none; ok is false when it has one this client cannot use (not a map),
 // and fairness is then given up for this item.
 func queueOf(item map[string]types.AttributeValue) (ws []waiter, present, ok bool) {
-	av, found := item[attrFairQueue]
+	av, found := item[lockitem.FairQueue]
 	if !found {
 		return nil, false, true
 	}
@@ -399,25 +396,25 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 	}
 	p.beatAt = a.c.now()
 	fields := map[string]types.AttributeValue{
-		"t": attrN(p.ticket), "b": attrS(randomID()), "l": attrN(uint64(p.lease / time.Millisecond)),
+		"t": lockitem.N(p.ticket), "b": lockitem.S(randomID()), "l": lockitem.N(uint64(p.lease / time.Millisecond)),
 	}
 	maps.Copy(fields, j.entry)
 	entry := &types.AttributeValueMemberM{Value: fields}
-	b := newExprBuilder()
-	q := b.name("#q", attrFairQueue)
-	cond := "attribute_exists(" + b.name("#pk", c.cfg.partitionKeyName) + ") AND "
+	b := lockitem.NewExpr()
+	q := b.Name("#q", lockitem.FairQueue)
+	cond := "attribute_exists(" + b.Name("#pk", c.cfg.partitionKeyName) + ") AND "
 	var update string
 	mine := present && slices.ContainsFunc(ws, func(w waiter) bool { return w.id == p.id })
 	switch {
 	case mine:
-		update = "SET " + q + "." + b.name("#w", p.id) + " = " + b.value(":e", entry)
+		update = "SET " + q + "." + b.Name("#w", p.id) + " = " + b.Value(":e", entry)
 		cond += "attribute_exists(" + q + ".#w)"
 	case present:
 		// A new entry needs a place (maxWaiters).
-		update = "SET " + q + "." + b.name("#w", p.id) + " = " + b.value(":e", entry)
-		cond += "size(" + q + ") < " + b.value(":maxq", attrN(maxWaiters))
+		update = "SET " + q + "." + b.Name("#w", p.id) + " = " + b.Value(":e", entry)
+		cond += "size(" + q + ") < " + b.Value(":maxq", lockitem.N(maxWaiters))
 	default:
-		update = "SET " + q + " = " + b.value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{p.id: entry}})
+		update = "SET " + q + " = " + b.Value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{p.id: entry}})
 		cond += "attribute_not_exists(" + q + ")"
 	}
 	if j.also != nil {
@@ -486,14 +483,14 @@ func (a *acquisition) leaveQueues(ctx context.Context) { a.kind.leaveQueues(ctx,
 // ctx. An entry left behind is skipped by the others after its lease.
 func (a *acquisition) leaveEntry(ctx context.Context, w *watch, id string) {
 	c := a.c
-	b := newExprBuilder()
-	q := b.name("#q", attrFairQueue)
+	b := lockitem.NewExpr()
+	q := b.Name("#q", lockitem.FairQueue)
 	in := &dynamodb.UpdateItemInput{
 		TableName:                aws.String(c.cfg.tableName),
 		Key:                      c.itemKeyOf(w.key, w.sortKey),
-		UpdateExpression:         aws.String("REMOVE " + q + "." + b.name("#w", id)),
+		UpdateExpression:         aws.String("REMOVE " + q + "." + b.Name("#w", id)),
 		ConditionExpression:      aws.String("attribute_exists(" + q + ")"),
-		ExpressionAttributeNames: b.names,
+		ExpressionAttributeNames: b.Names,
 	}
 	_, err := a.updateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
@@ -508,19 +505,19 @@ func (a *acquisition) leaveEntry(ctx context.Context, w *watch, id string) {
 // slot other than the first): remove the entries, on condition that the
 // queue exists; or check that it is empty.
 func (q *queueWrite) onItem(c *Client, key map[string]types.AttributeValue) types.TransactWriteItem {
-	b := newExprBuilder()
-	name := b.name("#q", attrFairQueue)
+	b := lockitem.NewExpr()
+	name := b.Name("#q", lockitem.FairQueue)
 	if q.empty || len(q.remove) == 0 {
 		cond := "attribute_exists(" + name + ")"
 		if q.empty {
-			cond = "attribute_not_exists(" + name + ") OR size(" + name + ") = " + b.value(":zero", attrN(0))
+			cond = "attribute_not_exists(" + name + ") OR size(" + name + ") = " + b.Value(":zero", lockitem.N(0))
 		}
 		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 			TableName:                           aws.String(c.cfg.tableName),
 			Key:                                 key,
 			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            b.names,
-			ExpressionAttributeValues:           b.valuesOrNil(),
+			ExpressionAttributeNames:            b.Names,
+			ExpressionAttributeValues:           b.ValuesOrNil(),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}}
 	}
@@ -529,27 +526,27 @@ func (q *queueWrite) onItem(c *Client, key map[string]types.AttributeValue) type
 		if i > 0 {
 			remove += ", "
 		}
-		remove += name + "." + b.name("#w"+strconv.Itoa(i), id)
+		remove += name + "." + b.Name("#w"+strconv.Itoa(i), id)
 	}
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 key,
 		UpdateExpression:                    aws.String("REMOVE " + remove),
 		ConditionExpression:                 aws.String("attribute_exists(" + name + ")"),
-		ExpressionAttributeNames:            b.names,
+		ExpressionAttributeNames:            b.Names,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 }
 
 // expr adds q's condition and removals to an acquiring write's
 // expressions.
-func (q *queueWrite) expr(b *exprBuilder, cond, remove string) (string, string) {
-	name := b.name("#q", attrFairQueue)
+func (q *queueWrite) expr(b *lockitem.Expr, cond, remove string) (string, string) {
+	name := b.Name("#q", lockitem.FairQueue)
 	if q.empty {
-		return "(" + cond + ") AND (attribute_not_exists(" + name + ") OR size(" + name + ") = " + b.value(":zero", attrN(0)) + ")", remove
+		return "(" + cond + ") AND (attribute_not_exists(" + name + ") OR size(" + name + ") = " + b.Value(":zero", lockitem.N(0)) + ")", remove
 	}
 	for i, id := range q.remove {
-		remove += ", " + name + "." + b.name("#w"+strconv.Itoa(i), id)
+		remove += ", " + name + "." + b.Name("#w"+strconv.Itoa(i), id)
 	}
 	return "(" + cond + ") AND attribute_exists(" + name + ")", remove
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // fuzzAttr stores v as typ selects; 0 leaves it out.
@@ -105,17 +106,17 @@ func FuzzDecodeItem(f *testing.F) {
 				delete(item, name)
 			}
 		}
-		set(attrOwnerName, fuzzAttr(owner, ownerT))
-		set(attrRVN, fuzzAttr(rvn, rvnT))
-		set(attrLeaseDuration, fuzzAttr(lease, leaseT))
+		set(lockitem.OwnerName, fuzzAttr(owner, ownerT))
+		set(lockitem.RVN, fuzzAttr(rvn, rvnT))
+		set(lockitem.LeaseDuration, fuzzAttr(lease, leaseT))
 		if dataT%10 == 3 {
-			set(attrData, &types.AttributeValueMemberB{Value: data})
+			set(lockitem.Data, &types.AttributeValueMemberB{Value: data})
 		} else {
-			set(attrData, fuzzAttr(string(data), dataT))
+			set(lockitem.Data, fuzzAttr(string(data), dataT))
 		}
-		set(attrFencingToken, fuzzAttr(token, tokenT))
-		set(attrLeaseExpiresAt, fuzzAttr(expiry, expiryT))
-		set(attrIsReleased, fuzzAttr("1", releasedT))
+		set(lockitem.FencingToken, fuzzAttr(token, tokenT))
+		set(lockitem.LeaseExpiresAt, fuzzAttr(expiry, expiryT))
+		set(lockitem.IsReleased, fuzzAttr("1", releasedT))
 
 		rec, err := client.cfg.schema.decodeItem(item)
 		if err != nil {
@@ -140,11 +141,11 @@ func FuzzDecodeItem(f *testing.F) {
 		if rec.owner == "" || rec.rvn == "" || rec.lease < 0 {
 			t.Fatalf("decoded an unusable record: %+v", rec)
 		}
-		if _, present := item[attrIsReleased]; present != rec.released {
+		if _, present := item[lockitem.IsReleased]; present != rec.released {
 			t.Fatalf("released = %v, isReleased present = %v", rec.released, present)
 		}
-		if s, ok := item[attrOwnerName].(*types.AttributeValueMemberS); !ok || s.Value != rec.owner {
-			t.Fatalf("owner %q from %#v", rec.owner, item[attrOwnerName])
+		if s, ok := item[lockitem.OwnerName].(*types.AttributeValueMemberS); !ok || s.Value != rec.owner {
+			t.Fatalf("owner %q from %#v", rec.owner, item[lockitem.OwnerName])
 		}
 		for name := range rec.additional {
 			if client.cfg.schema.reserved(name) {
@@ -159,7 +160,7 @@ func FuzzDecodeItem(f *testing.F) {
 		if l.Err() == nil {
 			t.Fatal("a read-only view reports itself held")
 		}
-		_ = itemSize(item)
+		_ = lockitem.Size(item)
 	})
 }
 
@@ -179,7 +180,7 @@ func FuzzParseLease(f *testing.F) {
 		}
 		if err != nil {
 			var fe *ItemFormatError
-			if !errors.As(err, &fe) || fe.Attribute != attrLeaseDuration {
+			if !errors.As(err, &fe) || fe.Attribute != lockitem.LeaseDuration {
 				t.Fatalf("parseLease(%q): %v", s, err)
 			}
 			return
@@ -187,9 +188,9 @@ func FuzzParseLease(f *testing.F) {
 		if d < 0 {
 			t.Fatalf("parseLease(%q) = %v", s, d)
 		}
-		back, err := parseLease(formatLease(d))
+		back, err := parseLease(lockitem.FormatLease(d))
 		if err != nil || back != d {
-			t.Fatalf("parseLease(formatLease(%v)) = %v, %v", d, back, err)
+			t.Fatalf("parseLease(lockitem.FormatLease(%v)) = %v, %v", d, back, err)
 		}
 	})
 }
@@ -197,13 +198,13 @@ func FuzzParseLease(f *testing.F) {
 func parseLeaseParseIntFirst(s string) (time.Duration, error) {
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-			return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "milliseconds out of range: " + s}
+			return 0, &ItemFormatError{Attribute: lockitem.LeaseDuration, Reason: "milliseconds out of range: " + s}
 		}
 		return time.Duration(ms) * time.Millisecond, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "neither a Go duration nor milliseconds: " + strconv.Quote(s)}
+		return 0, &ItemFormatError{Attribute: lockitem.LeaseDuration, Reason: "neither a Go duration nor milliseconds: " + strconv.Quote(s)}
 	}
 	return d, nil
 }

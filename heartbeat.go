@@ -12,6 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // SendHeartbeat renews lock, as SendHeartbeatWithContext does with
@@ -385,24 +387,24 @@ func (o *sendHeartbeatOptions) changesData() bool { return o.data != nil || o.de
 // the condition can only fail where it would have held, and the item that
 // comes back with the failure is then recognised as this acquisition's
 // (followMovedRVN) and the write sent again.
-func (l *Lock) conditionLocked(b *exprBuilder, extra string) string {
-	in := b.value(":cur", attrS(l.rvn))
+func (l *Lock) conditionLocked(b *lockitem.Expr, extra string) string {
+	in := b.Value(":cur", lockitem.S(l.rvn))
 	seen := extra == l.rvn
 	maybe := l.renewal.maybe
 	maybe = maybe[max(0, len(maybe)-(maxINOperands-2)):]
 	for i, m := range maybe {
-		in += ", " + b.value(":m"+strconv.Itoa(i), attrS(m.rvn))
+		in += ", " + b.Value(":m"+strconv.Itoa(i), lockitem.S(m.rvn))
 		seen = seen || m.rvn == extra
 	}
 	if extra != "" && !seen {
-		in += ", " + b.value(":v", attrS(extra))
+		in += ", " + b.Value(":v", lockitem.S(extra))
 	}
 	return l.shapeOf().beatCondition(b, l, in)
 }
 
-func ownerCondition(b *exprBuilder, owner string) string {
-	return b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(owner)) +
-		" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
+func ownerCondition(b *lockitem.Expr, owner string) string {
+	return b.Name("#o", lockitem.OwnerName) + " = " + b.Value(":o", lockitem.S(owner)) +
+		" AND attribute_not_exists(" + b.Name("#r", lockitem.IsReleased) + ")"
 }
 
 // renewed records that w landed; item is what it returned (ReturnValues
@@ -462,7 +464,7 @@ func (l *Lock) renewed(w *renewal, item map[string]types.AttributeValue) error {
 			l.setDataLocked(w.opts.data)
 		default:
 			var data []byte
-			if d, ok := item[attrData].(*types.AttributeValueMemberB); ok {
+			if d, ok := item[lockitem.Data].(*types.AttributeValueMemberB); ok {
 				data = d.Value
 			}
 			l.setDataLocked(data)

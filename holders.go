@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // Who holds a semaphore's slots and a read/write lock's readers: what an
@@ -98,7 +100,7 @@ func (rw *RWLock) Readers(ctx context.Context) ([]*Lock, error) {
 		}
 		if r.bad {
 			return nil, fmt.Errorf("dynamolock: readers of rwlock %q: %w", rw.name,
-				&ItemFormatError{Attribute: attrReaders + "." + r.id, Reason: "not a reader's entry (a beat and a positive lease in ms)"})
+				&ItemFormatError{Attribute: lockitem.Readers + "." + r.id, Reason: "not a reader's entry (a beat and a positive lease in ms)"})
 		}
 		rec := &lockRecord{rvn: r.beat, lease: r.lease, fencingToken: p.token, session: r.session}
 		if err := c.throughSession(ctx, rec, 0); err != nil {

@@ -3,53 +3,15 @@ package dynamolock
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-)
 
-// Attribute names of a lock item. The first six are shared with Amazon's
-// Java client and dynamolock v2; fencingToken and leaseExpiresAt are ours.
-const (
-	attrOwnerName      = "ownerName"
-	attrLeaseDuration  = "leaseDuration"
-	attrRVN            = "recordVersionNumber"
-	attrData           = "data"
-	attrIsReleased     = "isReleased"
-	attrFencingToken   = "fencingToken"
-	attrLeaseExpiresAt = "leaseExpiresAt" // epoch milliseconds, with WithClockSkewBound
-	// attrLeaseExpiresRVN is the RVN leaseExpiresAt was written with.
-	attrLeaseExpiresRVN = "leaseExpiresAtRVN"
-	// attrSession is the key of the session item whose session holds the
-	// lock (WithSession; docs/SESSIONS.md); absent otherwise.
-	attrSession = "dynamolockSession"
-)
-
-// lockAttributes are every attribute of a lock item that the lock itself
-// writes (attrFairQueue with WithFairness; the last three in an RWLock's
-// item): the one list that key, TTL and additional attribute names are
-// checked against.
-var lockAttributes = []string{attrOwnerName, attrLeaseDuration, attrRVN, attrData, attrIsReleased,
-	attrFencingToken, attrLeaseExpiresAt, attrLeaseExpiresRVN, attrFairQueue,
-	attrReaders, attrReadersVersion, attrWritersArrived, attrSession}
-
-// lockAttribute reports whether name is one of the lock item's own
-// attributes, which a key, TTL or additional attribute must not be named
-// after.
-func lockAttribute(name string) bool { return slices.Contains(lockAttributes, name) }
-
-// Limits DynamoDB enforces; checked locally so that bad input fails before
-// any call.
-const (
-	maxPartitionKeyBytes = 2048
-	maxSortKeyBytes      = 1024
-	maxItemBytes         = 400 * 1024
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // lockRecord is a decoded lock item.
@@ -74,7 +36,7 @@ type schema struct {
 }
 
 func (s schema) reserved(name string) bool {
-	return name == s.partitionKeyName || lockAttribute(name) || name != "" && (name == s.sortKeyName || name == s.ttlAttribute)
+	return name == s.partitionKeyName || lockitem.IsOwn(name) || name != "" && (name == s.sortKeyName || name == s.ttlAttribute)
 }
 
 // decodeItem reads a lock item as written by this client, Amazon's Java
@@ -83,39 +45,39 @@ func (s schema) reserved(name string) bool {
 func (s schema) decodeItem(item map[string]types.AttributeValue) (*lockRecord, error) {
 	r := &lockRecord{}
 	var err error
-	if r.owner, err = stringAttr(item, attrOwnerName); err != nil {
+	if r.owner, err = stringAttr(item, lockitem.OwnerName); err != nil {
 		return nil, err
 	}
-	if r.rvn, err = stringAttr(item, attrRVN); err != nil {
+	if r.rvn, err = stringAttr(item, lockitem.RVN); err != nil {
 		return nil, err
 	}
-	lease, err := stringAttr(item, attrLeaseDuration)
+	lease, err := stringAttr(item, lockitem.LeaseDuration)
 	if err != nil {
 		return nil, err
 	}
 	if r.lease, err = parseLease(lease); err != nil {
 		return nil, err
 	}
-	_, r.released = item[attrIsReleased]
-	if v, ok := item[attrData]; ok {
+	_, r.released = item[lockitem.IsReleased]
+	if v, ok := item[lockitem.Data]; ok {
 		b, ok := v.(*types.AttributeValueMemberB)
 		if !ok {
-			return nil, &ItemFormatError{Attribute: attrData, Reason: "not of type B"}
+			return nil, &ItemFormatError{Attribute: lockitem.Data, Reason: "not of type B"}
 		}
 		r.data = b.Value
 	}
-	if r.fencingToken, err = uintAttr(item, attrFencingToken); err != nil {
+	if r.fencingToken, err = uintAttr(item, lockitem.FencingToken); err != nil {
 		return nil, err
 	}
-	exp, err := uintAttr(item, attrLeaseExpiresAt)
+	exp, err := uintAttr(item, lockitem.LeaseExpiresAt)
 	if err != nil {
 		return nil, err
 	}
 	r.leaseExpiresAt = int64(min(exp, math.MaxInt64))
-	if v, ok := item[attrLeaseExpiresRVN].(*types.AttributeValueMemberS); ok {
+	if v, ok := item[lockitem.LeaseExpiresRVN].(*types.AttributeValueMemberS); ok {
 		r.expiryRVN = v.Value
 	}
-	if v, ok := item[attrSession]; ok && r.lease == maxLease {
+	if v, ok := item[lockitem.Session]; ok && r.lease == maxLease {
 		// A session's lock: only a session-acquiring write of this library
 		// sets the attribute with this lease. Another client's write that
 		// copied the attribute in (dynamolock v2 copies what it does not
@@ -123,7 +85,7 @@ func (s schema) decodeItem(item map[string]types.AttributeValue) (*lockRecord, e
 		// by a session its writer did not set (docs/SESSIONS.md).
 		s, ok := v.(*types.AttributeValueMemberS)
 		if !ok || s.Value == "" {
-			return nil, &ItemFormatError{Attribute: attrSession, Reason: "not a non-empty string"}
+			return nil, &ItemFormatError{Attribute: lockitem.Session, Reason: "not a non-empty string"}
 		}
 		r.session = s.Value
 	}
@@ -178,14 +140,14 @@ func parseLease(s string) (time.Duration, error) {
 	if decimal(s) {
 		if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
 			if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-				return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "milliseconds out of range: " + s}
+				return 0, &ItemFormatError{Attribute: lockitem.LeaseDuration, Reason: "milliseconds out of range: " + s}
 			}
 			return time.Duration(ms) * time.Millisecond, nil
 		}
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, &ItemFormatError{Attribute: attrLeaseDuration, Reason: "neither a Go duration nor milliseconds: " + strconv.Quote(s)}
+		return 0, &ItemFormatError{Attribute: lockitem.LeaseDuration, Reason: "neither a Go duration nor milliseconds: " + strconv.Quote(s)}
 	}
 	return d, nil
 }
@@ -203,119 +165,6 @@ func decimal(s string) bool {
 	return s != ""
 }
 
-// formatLease writes a lease as a Go duration. The last one formatted is
-// kept: a client writes the same few leases over and over.
-func formatLease(d time.Duration) string {
-	if f := lastLease.Load(); f != nil && f.d == d {
-		return f.s
-	}
-	f := &formattedLease{d: d, s: d.String()}
-	lastLease.Store(f)
-	return f.s
-}
-
-type formattedLease struct {
-	d time.Duration
-	s string
-}
-
-var lastLease atomic.Pointer[formattedLease]
-
-// itemSize estimates the stored size of an item the way DynamoDB counts it
-// (attribute name bytes plus value bytes), rounding numbers up.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return numberSize(v.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
-	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += numberSize(s)
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += 1 + len(k) + valueSize(e)
-		}
-		return n
-	}
-	return 0
-}
-
-func numberSize(s string) int {
-	digits := len(strings.TrimLeft(strings.TrimLeft(s, "-"), "0."))
-	return (digits+1)/2 + 1
-}
-
-func attrS(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
-
-func attrN(n uint64) *types.AttributeValueMemberN {
-	return &types.AttributeValueMemberN{Value: strconv.FormatUint(n, 10)}
-}
-
-// exprBuilder grows an expression's name and value placeholders without
-// repeating the bookkeeping at every call site.
-type exprBuilder struct {
-	names  map[string]string
-	values map[string]types.AttributeValue
-}
-
-func newExprBuilder() *exprBuilder {
-	return &exprBuilder{names: make(map[string]string, 8), values: make(map[string]types.AttributeValue, 8)}
-}
-
-// name returns the placeholder for attribute name under alias (e.g. "#o").
-func (b *exprBuilder) name(alias, attr string) string {
-	b.names[alias] = attr
-	return alias
-}
-
-// value returns the placeholder alias bound to v (e.g. ":o").
-func (b *exprBuilder) value(alias string, v types.AttributeValue) string {
-	b.values[alias] = v
-	return alias
-}
-
-func (b *exprBuilder) valuesOrNil() map[string]types.AttributeValue {
-	if len(b.values) == 0 {
-		return nil
-	}
-	return b.values
-}
-
 // othersReserve is the room every lock item keeps for what the other kinds
 // of holders and waiters add to it at their largest: an RWLock's
 // MaxReaders reader entries and its two counters at 20 digits, and a fair
@@ -327,7 +176,7 @@ func (b *exprBuilder) valuesOrNil() map[string]types.AttributeValue {
 var othersReserve = func() int {
 	readers := make(map[string]types.AttributeValue, MaxReaders)
 	queue := make(map[string]types.AttributeValue, maxWaiters)
-	beat, big := strings.Repeat("b", 36), attrN(math.MaxUint64) // a beat is a UUID, as newRVN writes it
+	beat, big := strings.Repeat("b", 36), lockitem.N(math.MaxUint64) // a beat is a UUID, as newRVN writes it
 	for i := range max(MaxReaders, maxWaiters) {
 		id := fmt.Sprintf("%016x", i) // randomID's length
 		if i < MaxReaders {
@@ -335,15 +184,15 @@ var othersReserve = func() int {
 		}
 		if i < maxWaiters {
 			queue[id] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-				"t": attrN(maxTicket), "b": attrS(id), "l": attrN(uint64(maxWaiterLease / time.Millisecond)), "k": attrS("w"),
+				"t": lockitem.N(maxTicket), "b": lockitem.S(id), "l": lockitem.N(uint64(maxWaiterLease / time.Millisecond)), "k": lockitem.S("w"),
 			}}
 		}
 	}
-	return itemSize(map[string]types.AttributeValue{
-		attrReaders:        &types.AttributeValueMemberM{Value: readers},
-		attrFairQueue:      &types.AttributeValueMemberM{Value: queue},
-		attrReadersVersion: big,
-		attrWritersArrived: big,
+	return lockitem.Size(map[string]types.AttributeValue{
+		lockitem.Readers:        &types.AttributeValueMemberM{Value: readers},
+		lockitem.FairQueue:      &types.AttributeValueMemberM{Value: queue},
+		lockitem.ReadersVersion: big,
+		lockitem.WritersArrived: big,
 	})
 }()
 
@@ -352,27 +201,27 @@ var othersReserve = func() int {
 // the room kept for other holders and waiters (othersReserve).
 func (c *Client) validateItemSize(option, key string, sortKey *string, data []byte, additional map[string]types.AttributeValue) error {
 	// The key's attributes and the additional ones (whose names never
-	// collide with the key's: see acquireOptions), counted as itemSize
+	// collide with the key's: see acquireOptions), counted as lockitem.Size
 	// counts them, without building the item.
 	keySize := len(c.cfg.partitionKeyName) + len(key)
 	if sortKey != nil {
 		keySize += len(c.cfg.sortKeyName) + len(*sortKey)
 	}
-	size := keySize + itemSize(additional) + len(data) + len(attrData) +
-		len(attrOwnerName) + len(c.cfg.ownerName) +
-		len(attrLeaseDuration) + 24 + len(attrRVN) + 36 +
-		len(attrIsReleased) + 1 + len(attrFencingToken) + 12 +
-		len(attrLeaseExpiresAt) + 12 + len(attrLeaseExpiresRVN) + 36 + len(c.cfg.ttlAttribute) + 12 +
-		len(attrSession) + len(sessionKeyPrefix) + 36 + othersReserve
-	if size > maxItemBytes {
+	size := keySize + lockitem.Size(additional) + len(data) + len(lockitem.Data) +
+		len(lockitem.OwnerName) + len(c.cfg.ownerName) +
+		len(lockitem.LeaseDuration) + 24 + len(lockitem.RVN) + 36 +
+		len(lockitem.IsReleased) + 1 + len(lockitem.FencingToken) + 12 +
+		len(lockitem.LeaseExpiresAt) + 12 + len(lockitem.LeaseExpiresRVN) + 36 + len(c.cfg.ttlAttribute) + 12 +
+		len(lockitem.Session) + len(sessionKeyPrefix) + 36 + othersReserve
+	if size > lockitem.MaxItemBytes {
 		value := strconv.Itoa(len(data)) + " bytes of data"
 		if len(data) < size/2 {
 			// The additional attributes make most of the item: name them.
 			option = "WithAdditionalAttributes"
-			value = strconv.Itoa(itemSize(additional)) + " bytes of additional attributes"
+			value = strconv.Itoa(lockitem.Size(additional)) + " bytes of additional attributes"
 		}
 		return invalid(option, value, "the lock item would be about %d bytes (with %d kept for RWLock readers and fair-queue waiters), over DynamoDB's %d-byte item limit",
-			size, othersReserve, maxItemBytes)
+			size, othersReserve, lockitem.MaxItemBytes)
 	}
 	return nil
 }
@@ -380,14 +229,14 @@ func (c *Client) validateItemSize(option, key string, sortKey *string, data []by
 // guardedUpdate is a conditional UpdateItem of a held lock's item that, on
 // failure, returns the item (so the caller can tell whether it is still this
 // acquisition's).
-func (c *Client) guardedUpdate(key map[string]types.AttributeValue, b *exprBuilder, update, cond string) *dynamodb.UpdateItemInput {
+func (c *Client) guardedUpdate(key map[string]types.AttributeValue, b *lockitem.Expr, update, cond string) *dynamodb.UpdateItemInput {
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 key,
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.values,
+		ExpressionAttributeNames:            b.Names,
+		ExpressionAttributeValues:           b.Values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // holderKind is what an acquisition's kind of holder brings to the
@@ -77,7 +79,7 @@ type queueJoin struct {
 	entry map[string]types.AttributeValue
 	// also adds to the join's update (beside the entry); mine: the entry
 	// was in the queue as the item was last seen.
-	also func(b *exprBuilder, mine bool) string
+	also func(b *lockitem.Expr, mine bool) string
 	// landed is told whether the join landed.
 	landed func(bool)
 }
@@ -114,11 +116,11 @@ type itemShape interface {
 	renewal(c *Client, l *Lock, w *renewal) *dynamodb.UpdateItemInput
 	// beatCondition is the condition that the lock's slot carries one of the
 	// RVNs listed in in (its renewals).
-	beatCondition(b *exprBuilder, l *Lock, in string) string
+	beatCondition(b *lockitem.Expr, l *Lock, in string) string
 	// guard is the condition that l is still held (TransactionCondition).
-	guard(b *exprBuilder, l *Lock) string
+	guard(b *lockitem.Expr, l *Lock) string
 	// release sends l's release, conditioned on cond.
-	release(ctx context.Context, c *Client, l *Lock, b *exprBuilder, cond string, deleteLock bool, data []byte) error
+	release(ctx context.Context, c *Client, l *Lock, b *lockitem.Expr, cond string, deleteLock bool, data []byte) error
 	// releasedBefore reports whether item, read after a release whose
 	// answer was lost, shows the lock no longer held.
 	releasedBefore(l *Lock, item map[string]types.AttributeValue) bool

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // exclusive is the kind of a lock that is its item's only holder. With
@@ -82,7 +84,7 @@ func (exclusive) queue(w *watch) *watch {
 func (exclusive) place(a *acquisition, w *watch) queueJoin {
 	j := queueJoin{on: w, place: &w.fair.waiterPlace}
 	if !w.fair.ordered {
-		j.entry = map[string]types.AttributeValue{entryUnordered: attrN(1)}
+		j.entry = map[string]types.AttributeValue{entryUnordered: lockitem.N(1)}
 	}
 	return j
 }
@@ -126,18 +128,18 @@ func (holderShape) undoInput(c *Client, key map[string]types.AttributeValue, rvn
 func (holderShape) mark(*Lock) {}
 
 func (holderShape) renewal(c *Client, l *Lock, w *renewal) *dynamodb.UpdateItemInput {
-	b := newExprBuilder()
-	b.name("#v", attrRVN)
-	b.value(":v", attrS(w.rvn))
-	b.name("#l", attrLeaseDuration)
-	b.value(":l", attrS(formatLease(w.lease)))
+	b := lockitem.NewExpr()
+	b.Name("#v", lockitem.RVN)
+	b.Value(":v", lockitem.S(w.rvn))
+	b.Name("#l", lockitem.LeaseDuration)
+	b.Value(":l", lockitem.S(lockitem.FormatLease(w.lease)))
 	update := "SET #v = :v, #l = :l" // a constant: no allocation for it
 	if w.opts.data != nil {
-		update += ", " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: w.opts.data})
+		update += ", " + b.Name("#d", lockitem.Data) + " = " + b.Value(":d", &types.AttributeValueMemberB{Value: w.opts.data})
 	}
 	update += l.leaseOf().expirySets(c, b, w)
 	if w.opts.deleteData {
-		update += " REMOVE " + b.name("#d", attrData)
+		update += " REMOVE " + b.Name("#d", lockitem.Data)
 	}
 	var cond string
 	if w.opts.matchOwnerOnly {
@@ -146,7 +148,7 @@ func (holderShape) renewal(c *Client, l *Lock, w *renewal) *dynamodb.UpdateItemI
 		// lock that ended must not renew (nor, as it lands after the end,
 		// release: undoLanded) the item of a later acquisition of the
 		// same owner. An item another tool rewrote carries no token.
-		cond = ownerCondition(b, l.ownerName) + " AND (" + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken)) +
+		cond = ownerCondition(b, l.ownerName) + " AND (" + b.Name("#f", lockitem.FencingToken) + " = " + b.Value(":f", lockitem.N(l.fencingToken)) +
 			" OR attribute_not_exists(#f))"
 	} else {
 		cond = l.conditionLocked(b, w.rvn)
@@ -160,45 +162,45 @@ func (holderShape) renewal(c *Client, l *Lock, w *renewal) *dynamodb.UpdateItemI
 	return in
 }
 
-func (holderShape) beatCondition(b *exprBuilder, l *Lock, in string) string {
-	return ownerCondition(b, l.ownerName) + " AND " + b.name("#v", attrRVN) + " IN (" + in + ")"
+func (holderShape) beatCondition(b *lockitem.Expr, l *Lock, in string) string {
+	return ownerCondition(b, l.ownerName) + " AND " + b.Name("#v", lockitem.RVN) + " IN (" + in + ")"
 }
 
 // guard: this owner, this acquisition (fencing token, or the RVN for an
 // item without one), not released.
-func (holderShape) guard(b *exprBuilder, l *Lock) string {
+func (holderShape) guard(b *lockitem.Expr, l *Lock) string {
 	cond := ownerCondition(b, l.ownerName)
 	if l.fencingToken > 0 {
-		return cond + " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken))
+		return cond + " AND " + b.Name("#f", lockitem.FencingToken) + " = " + b.Value(":f", lockitem.N(l.fencingToken))
 	}
-	return cond + " AND " + b.name("#v", attrRVN) + " = " + b.value(":cur", attrS(l.rvn))
+	return cond + " AND " + b.Name("#v", lockitem.RVN) + " = " + b.Value(":cur", lockitem.S(l.rvn))
 }
 
-func (holderShape) release(ctx context.Context, c *Client, l *Lock, b *exprBuilder, cond string, deleteLock bool, data []byte) error {
+func (holderShape) release(ctx context.Context, c *Client, l *Lock, b *lockitem.Expr, cond string, deleteLock bool, data []byte) error {
 	if deleteLock {
 		_, err := c.deleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName:                           aws.String(c.cfg.tableName),
 			Key:                                 l.itemKey(),
 			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            b.names,
-			ExpressionAttributeValues:           b.values,
+			ExpressionAttributeNames:            b.Names,
+			ExpressionAttributeValues:           b.Values,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		return err
 	}
 	// Constant strings where they can be: no allocation for them.
-	b.name("#r", attrIsReleased)
-	b.value(":r", attrS("1"))
+	b.Name("#r", lockitem.IsReleased)
+	b.Value(":r", lockitem.S("1"))
 	update := "SET #r = :r"
 	if data != nil {
-		update = "SET #r = :r, " + b.name("#d", attrData) + " = " + b.value(":d", &types.AttributeValueMemberB{Value: data})
+		update = "SET #r = :r, " + b.Name("#d", lockitem.Data) + " = " + b.Value(":d", &types.AttributeValueMemberB{Value: data})
 	}
 	if l.kind == lockView {
 		// A view (a forced release) may show a session's lock: the name
 		// goes with it, or a client that copies unknown attributes
 		// (dynamolock v2) would carry it into its own lock; and any
 		// stored expiry goes.
-		update += " REMOVE " + b.name("#s", attrSession) + ", " + expiryAttrs(b)
+		update += " REMOVE " + b.Name("#s", lockitem.Session) + ", " + expiryAttrs(b)
 	} else {
 		update += l.leaseOf().releaseRemoves(c, b)
 	}

@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // leaseSource is where an acquisition's locks get their lease: their own,
@@ -31,9 +33,9 @@ type lockLease interface {
 	session() *Session
 	// expirySets is what a renewal w of the lock writes of its stored
 	// expiry (see expirySets).
-	expirySets(c *Client, b *exprBuilder, w *renewal) string
+	expirySets(c *Client, b *lockitem.Expr, w *renewal) string
 	// releaseRemoves is what the release of a holder's slot removes.
-	releaseRemoves(c *Client, b *exprBuilder) string
+	releaseRemoves(c *Client, b *lockitem.Expr) string
 	// itemOf is the session whose own item the lock is, or nil.
 	itemOf() *Session
 }
@@ -46,11 +48,11 @@ func (ownLease) session() *Session { return nil }
 
 func (ownLease) itemOf() *Session { return nil }
 
-func (ownLease) expirySets(c *Client, b *exprBuilder, w *renewal) string {
+func (ownLease) expirySets(c *Client, b *lockitem.Expr, w *renewal) string {
 	return c.expirySets(b, w.sent, w.lease, w.rvn)
 }
 
-func (ownLease) releaseRemoves(c *Client, b *exprBuilder) string {
+func (ownLease) releaseRemoves(c *Client, b *lockitem.Expr) string {
 	if c.cfg.clockSkewBound > 0 {
 		// The stored expiry this holder's writes kept goes: no later
 		// reader trusts it. Without WithClockSkewBound there is none to

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // AllLocks lists every lock item in the table with a consistent Scan,
@@ -58,13 +60,13 @@ func (c *Client) LocksByPartitionKey(ctx context.Context, key string) iter.Seq2[
 			yield(nil, unsupported("LocksByPartitionKey", "Query"))
 			return
 		}
-		b := newExprBuilder()
+		b := lockitem.NewExpr()
 		in := &dynamodb.QueryInput{
 			TableName:                 aws.String(c.cfg.tableName),
 			ConsistentRead:            aws.Bool(true),
-			KeyConditionExpression:    aws.String(b.name("#pk", c.cfg.partitionKeyName) + " = " + b.value(":pk", attrS(key))),
-			ExpressionAttributeNames:  b.names,
-			ExpressionAttributeValues: b.values,
+			KeyConditionExpression:    aws.String(b.Name("#pk", c.cfg.partitionKeyName) + " = " + b.Value(":pk", lockitem.S(key))),
+			ExpressionAttributeNames:  b.Names,
+			ExpressionAttributeValues: b.Values,
 		}
 		c.paginate(ctx, func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 			in.ExclusiveStartKey = start

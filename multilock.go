@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // MaxLocksPerAcquire is the most keys one [Client.AcquireLocks] takes:
@@ -112,11 +114,11 @@ func (c *Client) checkKeys(keys []string, o *acquireLockOptions) error {
 	case len(keys)*len(o.data) > maxTransactionBytes/2:
 		return invalid("WithData", fmt.Sprintf("%d bytes", len(o.data)),
 			"written to %d keys would come near DynamoDB's %d-byte limit for one transaction", len(keys), maxTransactionBytes)
-	case len(keys)*(len(o.data)+itemSize(o.additionalAttributes)) > maxTransactionBytes/2:
+	case len(keys)*(len(o.data)+lockitem.Size(o.additionalAttributes)) > maxTransactionBytes/2:
 		// The transaction carries every key's data and additional
 		// attributes, in the update and its values: half the limit leaves
 		// room for the expressions and the keys.
-		return invalid("WithAdditionalAttributes", fmt.Sprintf("%d bytes", itemSize(o.additionalAttributes)),
+		return invalid("WithAdditionalAttributes", fmt.Sprintf("%d bytes", lockitem.Size(o.additionalAttributes)),
 			"written with %d bytes of data to %d keys would come near DynamoDB's %d-byte limit for one transaction",
 			len(o.data), len(keys), maxTransactionBytes)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // The common acquiring write is built from the client's shared names and
@@ -69,7 +70,7 @@ func TestPlainAcquireWriteIsTheBuiltOne(t *testing.T) {
 	for what, plain := range map[string]bool{
 		"data":          plainShape(&acquireLockOptions{data: []byte("d")}, "", nil),
 		"replace data":  plainShape(&acquireLockOptions{replaceData: true}, "", nil),
-		"attributes":    plainShape(&acquireLockOptions{additionalAttributes: map[string]types.AttributeValue{"a": attrS("b")}}, "", nil),
+		"attributes":    plainShape(&acquireLockOptions{additionalAttributes: map[string]types.AttributeValue{"a": lockitem.S("b")}}, "", nil),
 		"takeover":      plainShape(o, "stale-rvn", nil),
 		"queue":         plainShape(o, "", &queueWrite{}),
 		"only if there": plainShape(&acquireLockOptions{onlyIfLockAlreadyExist: true}, "", nil),

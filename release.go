@@ -7,6 +7,8 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // ReleaseLock releases lock, as ReleaseLockWithContext does with
@@ -233,7 +235,7 @@ func (c *Client) forceReleaseView(ctx context.Context, l *Lock, o *releaseLockOp
 // removes the stored expiry, so that no later reader trusts it (without,
 // the item has none: see below).
 func (c *Client) sendRelease(ctx context.Context, l *Lock, deleteLock bool, data []byte) error {
-	b := newExprBuilder()
+	b := lockitem.NewExpr()
 	l.mu.Lock()
 	cond := l.conditionLocked(b, "")
 	l.mu.Unlock()

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // ResumeLock takes back the lock a [Lock.ResumeToken] names (kept by a
@@ -223,28 +225,28 @@ func (c *Client) resume(ctx context.Context, t *resumeToken, o *acquireLockOptio
 // being there (and no writer). The new item comes back (ALL_NEW); a
 // refusal returns the item (ALL_OLD) to say why.
 func (c *Client) resumeInput(t *resumeToken, key map[string]types.AttributeValue, shape itemShape, rvn string, sent time.Time, lease time.Duration) *dynamodb.UpdateItemInput {
-	b := newExprBuilder()
+	b := lockitem.NewExpr()
 	var update, cond string
 	if r, ok := shape.(readerShape); ok {
-		rs := b.name("#R", attrReaders)
-		update = "SET " + rs + "." + b.name("#me", r.id) + " = " + b.value(":e", readerEntry(rvn, lease, "")) +
-			" REMOVE " + rs + "." + b.name("#old", t.entry) +
-			" ADD " + b.name("#rv", attrReadersVersion) + " " + b.value(":one", attrN(1))
-		cond = "attribute_exists(" + rs + ".#old) AND attribute_exists(" + b.name("#r", attrIsReleased) + ")"
+		rs := b.Name("#R", lockitem.Readers)
+		update = "SET " + rs + "." + b.Name("#me", r.id) + " = " + b.Value(":e", readerEntry(rvn, lease, "")) +
+			" REMOVE " + rs + "." + b.Name("#old", t.entry) +
+			" ADD " + b.Name("#rv", lockitem.ReadersVersion) + " " + b.Value(":one", lockitem.N(1))
+		cond = "attribute_exists(" + rs + ".#old) AND attribute_exists(" + b.Name("#r", lockitem.IsReleased) + ")"
 	} else {
-		update = "SET " + b.name("#o", attrOwnerName) + " = " + b.value(":o", attrS(c.cfg.ownerName)) +
-			", " + b.name("#v", attrRVN) + " = " + b.value(":v", attrS(rvn)) +
-			", " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(lease))) +
-			", " + b.name("#f", attrFencingToken) + " = #f + " + b.value(":one", attrN(1)) +
+		update = "SET " + b.Name("#o", lockitem.OwnerName) + " = " + b.Value(":o", lockitem.S(c.cfg.ownerName)) +
+			", " + b.Name("#v", lockitem.RVN) + " = " + b.Value(":v", lockitem.S(rvn)) +
+			", " + b.Name("#l", lockitem.LeaseDuration) + " = " + b.Value(":l", lockitem.S(lockitem.FormatLease(lease))) +
+			", " + b.Name("#f", lockitem.FencingToken) + " = #f + " + b.Value(":one", lockitem.N(1)) +
 			c.expirySets(b, sent, lease, rvn)
 		// An item names a session only while the session holds it; without
 		// WithClockSkewBound no stored expiry outlives its writer.
-		update += " REMOVE " + b.name("#s", attrSession)
+		update += " REMOVE " + b.Name("#s", lockitem.Session)
 		if c.cfg.clockSkewBound <= 0 {
 			update += ", " + expiryAttrs(b)
 		}
-		cond = "#o = " + b.value(":was", attrS(t.owner)) + " AND #f = " + b.value(":tok", attrN(t.token)) +
-			" AND attribute_not_exists(" + b.name("#r", attrIsReleased) + ")"
+		cond = "#o = " + b.Value(":was", lockitem.S(t.owner)) + " AND #f = " + b.Value(":tok", lockitem.N(t.token)) +
+			" AND attribute_not_exists(" + b.Name("#r", lockitem.IsReleased) + ")"
 	}
 	in := c.guardedUpdate(key, b, update, cond)
 	in.ReturnValues = types.ReturnValueAllNew
@@ -264,7 +266,7 @@ func (c *Client) holdResumed(ctx context.Context, t *resumeToken, o *acquireLock
 	}
 	var rec *lockRecord
 	if _, reader := shape.(readerShape); reader {
-		token, _ := uintAttr(item, attrFencingToken)
+		token, _ := uintAttr(item, lockitem.FencingToken)
 		rec = &lockRecord{owner: c.cfg.ownerName, lease: o.lease, rvn: rvn, fencingToken: token}
 	} else {
 		var err error

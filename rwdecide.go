@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // rwParts are the parts of a read/write lock's item beside the writer's
@@ -49,24 +51,24 @@ type rwWaiter struct {
 // wrong type is an *ItemFormatError: the item is then treated as held.
 func decodeRWParts(item map[string]types.AttributeValue) (*rwParts, error) {
 	p := &rwParts{}
-	p.token, _ = uintAttr(item, attrFencingToken)
-	if m, ok := item[attrReaders].(*types.AttributeValueMemberM); ok {
+	p.token, _ = uintAttr(item, lockitem.FencingToken)
+	if m, ok := item[lockitem.Readers].(*types.AttributeValueMemberM); ok {
 		p.readersPresent = true
 		for id, ev := range m.Value {
 			p.readers = append(p.readers, decodeReader(id, ev))
 		}
 		slices.SortFunc(p.readers, func(a, b rwEntry) int { return strings.Compare(a.id, b.id) }) // see queueOf
-	} else if _, ok := item[attrReaders]; ok {
-		return nil, &ItemFormatError{Attribute: attrReaders, Reason: "not of type M"}
+	} else if _, ok := item[lockitem.Readers]; ok {
+		return nil, &ItemFormatError{Attribute: lockitem.Readers, Reason: "not of type M"}
 	}
 	var err error
-	if p.readersVersion, p.versionPresent, err = optionalUint(item, attrReadersVersion); err != nil {
+	if p.readersVersion, p.versionPresent, err = optionalUint(item, lockitem.ReadersVersion); err != nil {
 		return nil, err
 	}
-	if p.writersArrived, p.arrivedPresent, err = optionalUint(item, attrWritersArrived); err != nil {
+	if p.writersArrived, p.arrivedPresent, err = optionalUint(item, lockitem.WritersArrived); err != nil {
 		return nil, err
 	}
-	if m, ok := item[attrFairQueue].(*types.AttributeValueMemberM); ok {
+	if m, ok := item[lockitem.FairQueue].(*types.AttributeValueMemberM); ok {
 		p.queuePresent = true
 		for id, ev := range m.Value {
 			w := rwWaiter{waiter: decodeWaiter(id, ev)}
@@ -77,8 +79,8 @@ func decodeRWParts(item map[string]types.AttributeValue) (*rwParts, error) {
 			p.queue = append(p.queue, w)
 		}
 		slices.SortFunc(p.queue, func(a, b rwWaiter) int { return strings.Compare(a.id, b.id) }) // see queueOf
-	} else if _, ok := item[attrFairQueue]; ok {
-		return nil, &ItemFormatError{Attribute: attrFairQueue, Reason: "not of type M"}
+	} else if _, ok := item[lockitem.FairQueue]; ok {
+		return nil, &ItemFormatError{Attribute: lockitem.FairQueue, Reason: "not of type M"}
 	}
 	return p, nil
 }

@@ -8,20 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-)
 
-// Attributes of a read/write lock's item, beside the writer's (the usual
-// lock attributes) and the queue (fairQueue).
-const (
-	// attrReaders maps a reader's id to {b: beat, l: lease in ms}.
-	attrReaders = "readers"
-	// attrReadersVersion goes up by one with every change of readers, so
-	// that a writer's write can require the readers map it saw.
-	attrReadersVersion = "readersVersion"
-	// attrWritersArrived goes up by one each time a writer joins the
-	// queue, so that a reader's write fails when a writer arrived since
-	// the reader looked.
-	attrWritersArrived = "writersArrived"
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // MaxReaders is the most readers one [RWLock] lets in at once. A reader
@@ -267,13 +255,13 @@ func (k *rwHolder) place(a *acquisition, w *watch) queueJoin {
 	if k.writer {
 		kind = "w"
 	}
-	return queueJoin{on: w, place: &k.waiterPlace, entry: map[string]types.AttributeValue{"k": attrS(kind)},
+	return queueJoin{on: w, place: &k.waiterPlace, entry: map[string]types.AttributeValue{"k": lockitem.S(kind)},
 		// Every join that adds a writer's entry (first, or again after
 		// others dropped it as dead) counts it in writersArrived: a reader
 		// that looked before it was there must look again.
-		also: func(b *exprBuilder, mine bool) string {
+		also: func(b *lockitem.Expr, mine bool) string {
 			if k.writer && (!k.counted || !mine) {
-				return " ADD " + b.name("#wa", attrWritersArrived) + " " + b.value(":one", attrN(1))
+				return " ADD " + b.Name("#wa", lockitem.WritersArrived) + " " + b.Value(":one", lockitem.N(1))
 			}
 			return ""
 		},
@@ -295,7 +283,7 @@ func (*rwHolder) name(a *acquisition, _ *watch) string { return a.what }
 // client has seen of their beats.
 func (k *rwHolder) learn(a *acquisition, w *watch, item map[string]types.AttributeValue, now time.Time) {
 	v := &w.v
-	if _, released := item[attrIsReleased]; released && v.bad != nil {
+	if _, released := item[lockitem.IsReleased]; released && v.bad != nil {
 		v.rec, v.bad = nil, nil // a released writer's slot: only its mark counts
 	}
 	p, err := decodeRWParts(item)
@@ -317,6 +305,6 @@ func (k *rwHolder) learn(a *acquisition, w *watch, item map[string]types.Attribu
 // reader's entry. The token is taken from item itself, not from the watch's
 // view: learning item may forget the view (a session's read failed).
 func (a *acquisition) readerRecord(item map[string]types.AttributeValue, beat string, at attempt) *lockRecord {
-	token, _ := uintAttr(item, attrFencingToken)
+	token, _ := uintAttr(item, lockitem.FencingToken)
 	return &lockRecord{owner: a.c.cfg.ownerName, lease: at.lease, rvn: beat, fencingToken: token}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // grant builds the granting write of d: a reader's entry (the answer is
@@ -43,7 +45,7 @@ func (r readerShape) regKey(key string, sortKey *string) string {
 }
 
 func (r readerShape) carries(item map[string]types.AttributeValue, beat string) bool {
-	m, _ := item[attrReaders].(*types.AttributeValueMemberM)
+	m, _ := item[lockitem.Readers].(*types.AttributeValueMemberM)
 	if m == nil {
 		return false
 	}
@@ -66,21 +68,21 @@ func (r readerShape) mark(l *Lock) {
 }
 
 func (r readerShape) renewal(c *Client, l *Lock, w *renewal) *dynamodb.UpdateItemInput {
-	b := newExprBuilder()
+	b := lockitem.NewExpr()
 	return c.guardedUpdate(l.itemKey(), b, readerRenewal(b, r.id, w), l.conditionLocked(b, w.rvn))
 }
 
-func (r readerShape) beatCondition(b *exprBuilder, _ *Lock, in string) string {
+func (r readerShape) beatCondition(b *lockitem.Expr, _ *Lock, in string) string {
 	return readerBeatPath(b, r.id) + " IN (" + in + ")"
 }
 
-func (r readerShape) guard(b *exprBuilder, _ *Lock) string {
+func (r readerShape) guard(b *lockitem.Expr, _ *Lock) string {
 	return "attribute_exists(" + readerPath(b, r.id) + ")" // entry ids are never reused
 }
 
 // release removes the reader's own entry, whatever deleteLock and data
 // say: the item and its data are the writer's.
-func (r readerShape) release(ctx context.Context, c *Client, l *Lock, b *exprBuilder, cond string, _ bool, _ []byte) error {
+func (r readerShape) release(ctx context.Context, c *Client, l *Lock, b *lockitem.Expr, cond string, _ bool, _ []byte) error {
 	_, err := c.updateItem(ctx, c.guardedUpdate(l.itemKey(), b, readerRelease(b, r.id), cond))
 	return err
 }
@@ -103,22 +105,22 @@ func (readerShape) refreshable() bool { return false }
 // removed.
 func (k *rwHolder) readerGrant(a *acquisition, w *watch, d decision, beat string, sent time.Time, sess *Session) *dynamodb.UpdateItemInput {
 	c, v, g := a.c, &w.v, grantOf(d)
-	b := newExprBuilder()
-	pk, rel, rs, rver := b.name("#pk", c.cfg.partitionKeyName), b.name("#r", attrIsReleased), b.name("#R", attrReaders), b.name("#rv", attrReadersVersion)
+	b := lockitem.NewExpr()
+	pk, rel, rs, rver := b.Name("#pk", c.cfg.partitionKeyName), b.Name("#r", lockitem.IsReleased), b.Name("#R", lockitem.Readers), b.Name("#rv", lockitem.ReadersVersion)
 	entry := readerEntry(beat, a.o.lease, "")
 	if sess != nil {
 		entry = readerEntry(beat, sess.Lease(), sess.key)
 	}
 	// The writer's attributes are kept (a released item), or written for a
 	// new item, so that every client reads the item as a released lock.
-	set := "SET " + rel + " = " + b.value(":r", attrS("1")) +
-		", " + b.name("#o", attrOwnerName) + " = if_not_exists(#o, " + b.value(":o", attrS(c.cfg.ownerName)) + ")" +
-		", " + b.name("#v", attrRVN) + " = if_not_exists(#v, " + b.value(":v", attrS(newRVN())) + ")" +
-		", " + b.name("#l", attrLeaseDuration) + " = if_not_exists(#l, " + b.value(":l", attrS(formatLease(a.o.lease))) + ")" +
-		", " + b.name("#f", attrFencingToken) + " = if_not_exists(#f, " + b.value(":base", attrN(uint64(sent.UnixMicro()))) + ")"
+	set := "SET " + rel + " = " + b.Value(":r", lockitem.S("1")) +
+		", " + b.Name("#o", lockitem.OwnerName) + " = if_not_exists(#o, " + b.Value(":o", lockitem.S(c.cfg.ownerName)) + ")" +
+		", " + b.Name("#v", lockitem.RVN) + " = if_not_exists(#v, " + b.Value(":v", lockitem.S(newRVN())) + ")" +
+		", " + b.Name("#l", lockitem.LeaseDuration) + " = if_not_exists(#l, " + b.Value(":l", lockitem.S(lockitem.FormatLease(a.o.lease))) + ")" +
+		", " + b.Name("#f", lockitem.FencingToken) + " = if_not_exists(#f, " + b.Value(":base", lockitem.N(uint64(sent.UnixMicro()))) + ")"
 	cond := "(attribute_not_exists(" + pk + ") OR attribute_exists(" + rel + ")"
 	if d.takeover != "" {
-		cond += " OR #v = " + b.value(":stale", attrS(d.takeover))
+		cond += " OR #v = " + b.Value(":stale", lockitem.S(d.takeover))
 	}
 	cond += ")"
 	remove := ""
@@ -128,10 +130,10 @@ func (k *rwHolder) readerGrant(a *acquisition, w *watch, d decision, beat string
 	// must not overwrite the beat the reader now holds by (docs/SIMULATION.md,
 	// F16). Entry ids are never reused.
 	own := func() string {
-		me := rs + "." + b.name("#me", k.id)
+		me := rs + "." + b.Name("#me", k.id)
 		if v.known && v.rw != nil {
 			if i := slices.IndexFunc(v.rw.readers, func(r rwEntry) bool { return r.id == k.id }); i >= 0 {
-				return me + "." + b.name("#b", "b") + " = " + b.value(":ownb", attrS(v.rw.readers[i].beat))
+				return me + "." + b.Name("#b", "b") + " = " + b.Value(":ownb", lockitem.S(v.rw.readers[i].beat))
 			}
 		}
 		return "attribute_not_exists(" + me + ")"
@@ -141,47 +143,47 @@ func (k *rwHolder) readerGrant(a *acquisition, w *watch, d decision, beat string
 		// Blind: the usual case of a lock in use, where the readers map
 		// exists and nobody waits (so no writer waits: one that arrives
 		// later is behind this reader).
-		q := b.name("#q", attrFairQueue)
-		set += ", " + rs + "." + b.name("#me", k.id) + " = " + b.value(":e", entry)
-		cond += " AND " + own() + " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders)) +
-			" AND (attribute_not_exists(" + q + ") OR size(" + q + ") = " + b.value(":zero", attrN(0)) + ")"
+		q := b.Name("#q", lockitem.FairQueue)
+		set += ", " + rs + "." + b.Name("#me", k.id) + " = " + b.Value(":e", entry)
+		cond += " AND " + own() + " AND size(" + rs + ") < " + b.Value(":max", lockitem.N(MaxReaders)) +
+			" AND (attribute_not_exists(" + q + ") OR size(" + q + ") = " + b.Value(":zero", lockitem.N(0)) + ")"
 	case v.rw != nil && v.rw.readersPresent:
-		set += ", " + rs + "." + b.name("#me", k.id) + " = " + b.value(":e", entry)
+		set += ", " + rs + "." + b.Name("#me", k.id) + " = " + b.Value(":e", entry)
 		cond += " AND " + own()
 		if len(g.removeReaders) > 0 {
 			cond += " AND " + versionCond(b, v.rw)
 			for i, id := range g.removeReaders {
-				remove += ", " + rs + "." + b.name("#d"+strconv.Itoa(i), id)
+				remove += ", " + rs + "." + b.Name("#d"+strconv.Itoa(i), id)
 			}
 		} else {
-			cond += " AND size(" + rs + ") < " + b.value(":max", attrN(MaxReaders))
+			cond += " AND size(" + rs + ") < " + b.Value(":max", lockitem.N(MaxReaders))
 		}
 	default:
-		set += ", " + rs + " = " + b.value(":e", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{k.id: entry}})
+		set += ", " + rs + " = " + b.Value(":e", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{k.id: entry}})
 		cond += " AND attribute_not_exists(" + rs + ")"
 	}
 	switch {
 	case !v.known: // the queue's condition above
 	case v.rw != nil && v.rw.arrivedPresent:
-		cond += " AND " + b.name("#wa", attrWritersArrived) + " = " + b.value(":wa", attrN(v.rw.writersArrived))
+		cond += " AND " + b.Name("#wa", lockitem.WritersArrived) + " = " + b.Value(":wa", lockitem.N(v.rw.writersArrived))
 	default:
-		cond += " AND attribute_not_exists(" + b.name("#wa", attrWritersArrived) + ")"
+		cond += " AND attribute_not_exists(" + b.Name("#wa", lockitem.WritersArrived) + ")"
 	}
 	if len(g.removeQueue) > 0 {
-		q := b.name("#q", attrFairQueue)
+		q := b.Name("#q", lockitem.FairQueue)
 		cond += " AND attribute_exists(" + q + ")"
 		for i, id := range g.removeQueue {
-			remove += ", " + q + "." + b.name("#w"+strconv.Itoa(i), id)
+			remove += ", " + q + "." + b.Name("#w"+strconv.Itoa(i), id)
 		}
 		cond += queueBeatConds(b, g)
 	}
 	// No TTL may delete an item readers hold; no stored expiry outlives the
 	// writer that wrote it; a released writer's slot names no session.
-	remove += ", " + expiryAttrs(b) + ", " + b.name("#s", attrSession)
+	remove += ", " + expiryAttrs(b) + ", " + b.Name("#s", lockitem.Session)
 	if c.cfg.ttlAttribute != "" {
-		remove += ", " + b.name("#ttl", c.cfg.ttlAttribute)
+		remove += ", " + b.Name("#ttl", c.cfg.ttlAttribute)
 	}
-	update := set + " REMOVE " + remove[2:] + " ADD " + rver + " " + b.value(":one", attrN(1))
+	update := set + " REMOVE " + remove[2:] + " ADD " + rver + " " + b.Value(":one", lockitem.N(1))
 	in := c.guardedUpdate(c.itemKeyOf(w.key, w.sortKey), b, update, cond)
 	in.ReturnValues = types.ReturnValueAllNew
 	return in
@@ -209,8 +211,8 @@ func (k *rwHolder) writerGrant(a *acquisition, w *watch, d decision, rvn string,
 	if values == nil {
 		values = make(map[string]types.AttributeValue)
 	}
-	b := &exprBuilder{names: names, values: values}
-	rs := b.name("#rwR", attrReaders)
+	b := &lockitem.Expr{Names: names, Values: values}
+	rs := b.Name("#rwR", lockitem.Readers)
 	cond := aws.ToString(in.ConditionExpression)
 	if len(q.remove) > 0 {
 		cond += queueBeatConds(b, g) // acquireWrite named the queue #q and its removed entries #w0, #w1, ...
@@ -218,17 +220,17 @@ func (k *rwHolder) writerGrant(a *acquisition, w *watch, d decision, rvn string,
 	update := aws.ToString(in.UpdateExpression)
 	// The readers map is left empty rather than removed, so that the
 	// readers' blind first write (readerGrant) finds it.
-	update = strings.Replace(update, " REMOVE ", ", "+rs+" = "+b.value(":rwEmpty", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}})+" REMOVE ", 1)
+	update = strings.Replace(update, " REMOVE ", ", "+rs+" = "+b.Value(":rwEmpty", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}})+" REMOVE ", 1)
 	if v.rw == nil || len(v.rw.readers) == 0 {
-		cond = "(" + cond + ") AND (attribute_not_exists(" + rs + ") OR size(" + rs + ") = " + b.value(":rwZero", attrN(0)) + ")"
+		cond = "(" + cond + ") AND (attribute_not_exists(" + rs + ") OR size(" + rs + ") = " + b.Value(":rwZero", lockitem.N(0)) + ")"
 	} else {
 		// Exactly the readers map seen, every entry of it dead: drop them.
 		cond = "(" + cond + ") AND " + versionCondAs(b, v.rw, "#rwRV", ":rwRV")
-		update += " ADD #rwRV " + b.value(":rwOne", attrN(1))
+		update += " ADD #rwRV " + b.Value(":rwOne", lockitem.N(1))
 	}
 	in.ConditionExpression = aws.String(cond)
 	in.UpdateExpression = aws.String(update)
-	in.ExpressionAttributeValues = b.values
+	in.ExpressionAttributeValues = b.Values
 	return in, wrote
 }
 
@@ -236,7 +238,7 @@ func (k *rwHolder) writerGrant(a *acquisition, w *watch, d decision, rvn string,
 // was judged dead with, and this waiter's own entry, if it decided from its
 // place in the queue, to be still there. The queue and the entries are named #q and #w<i>,
 // as the REMOVE clause names them.
-func queueBeatConds(b *exprBuilder, g *rwGrant) string {
+func queueBeatConds(b *lockitem.Expr, g *rwGrant) string {
 	cond := ""
 	if g.mineAt > 0 {
 		cond += " AND attribute_exists(#q.#w" + strconv.Itoa(g.mineAt-1) + ")"
@@ -244,29 +246,29 @@ func queueBeatConds(b *exprBuilder, g *rwGrant) string {
 	for i, beat := range g.removeBeats {
 		if beat != "" {
 			n := strconv.Itoa(i)
-			cond += " AND #q.#w" + n + "." + b.name("#qb", "b") + " = " + b.value(":qb"+n, attrS(beat))
+			cond += " AND #q.#w" + n + "." + b.Name("#qb", "b") + " = " + b.Value(":qb"+n, lockitem.S(beat))
 		}
 	}
 	return cond
 }
 
 // versionCond requires the readers map to be exactly as v showed it.
-func versionCond(b *exprBuilder, v *rwParts) string { return versionCondAs(b, v, "#rv", ":rver") }
+func versionCond(b *lockitem.Expr, v *rwParts) string { return versionCondAs(b, v, "#rv", ":rver") }
 
-func versionCondAs(b *exprBuilder, v *rwParts, nameAlias, valueAlias string) string {
-	n := b.name(nameAlias, attrReadersVersion)
+func versionCondAs(b *lockitem.Expr, v *rwParts, nameAlias, valueAlias string) string {
+	n := b.Name(nameAlias, lockitem.ReadersVersion)
 	if !v.versionPresent {
 		return "attribute_not_exists(" + n + ")"
 	}
-	return n + " = " + b.value(valueAlias, attrN(v.readersVersion))
+	return n + " = " + b.Value(valueAlias, lockitem.N(v.readersVersion))
 }
 
 // readerEntry is a reader's entry: its beat and lease, and the key of the
 // session that holds it ("s", absent without one; docs/SESSIONS.md).
 func readerEntry(beat string, lease time.Duration, session string) types.AttributeValue {
-	e := map[string]types.AttributeValue{"b": attrS(beat), "l": attrN(uint64(max(lease/time.Millisecond, 1)))}
+	e := map[string]types.AttributeValue{"b": lockitem.S(beat), "l": lockitem.N(uint64(max(lease/time.Millisecond, 1)))}
 	if session != "" {
-		e["s"] = attrS(session)
+		e["s"] = lockitem.S(session)
 	}
 	return &types.AttributeValueMemberM{Value: e}
 }
@@ -275,19 +277,19 @@ func readerEntry(beat string, lease time.Duration, session string) types.Attribu
 // beats: a write of this client that nobody holds any more (a grant whose
 // answer was lost, a renewal that landed after the lease ran out).
 func (c *Client) readerUndoInput(key map[string]types.AttributeValue, id string, beats []string) *dynamodb.UpdateItemInput {
-	b := newExprBuilder()
+	b := lockitem.NewExpr()
 	return c.guardedUpdate(key, b, readerRelease(b, id), readerBeatIn(b, id, beats))
 }
 
 // readerBeatIn is the condition that reader id's entry carries one of
 // beats.
-func readerBeatIn(b *exprBuilder, id string, beats []string) string {
+func readerBeatIn(b *lockitem.Expr, id string, beats []string) string {
 	list := ""
 	for i, beat := range beats {
 		if i > 0 {
 			list += ", "
 		}
-		list += b.value(":rb"+strconv.Itoa(i), attrS(beat))
+		list += b.Value(":rb"+strconv.Itoa(i), lockitem.S(beat))
 	}
 	return readerBeatPath(b, id) + " IN (" + list + ")"
 }
@@ -300,33 +302,33 @@ func readerRegKey(key string, sortKey *string, id string) string {
 }
 
 // readerPath is the path of reader id's entry.
-func readerPath(b *exprBuilder, id string) string {
-	return b.name("#R", attrReaders) + "." + b.name("#me", id)
+func readerPath(b *lockitem.Expr, id string) string {
+	return b.Name("#R", lockitem.Readers) + "." + b.Name("#me", id)
 }
 
 // readerBeatPath is the path of reader id's beat.
-func readerBeatPath(b *exprBuilder, id string) string {
-	return readerPath(b, id) + "." + b.name("#b", "b")
+func readerBeatPath(b *lockitem.Expr, id string) string {
+	return readerPath(b, id) + "." + b.Name("#b", "b")
 }
 
 // readerRenewal is a reader's heartbeat: a new beat and the lease in its
 // own entry, nothing else (heartbeatInput adds the condition: its beat is
 // one this holder wrote).
-func readerRenewal(b *exprBuilder, id string, w *renewal) string {
+func readerRenewal(b *lockitem.Expr, id string, w *renewal) string {
 	e := readerPath(b, id)
-	return "SET " + e + "." + b.name("#b", "b") + " = " + b.value(":v", attrS(w.rvn)) +
-		", " + e + "." + b.name("#lm", "l") + " = " + b.value(":lm", attrN(uint64(max(w.lease/time.Millisecond, 1)))) +
-		" ADD " + b.name("#rv", attrReadersVersion) + " " + b.value(":one", attrN(1))
+	return "SET " + e + "." + b.Name("#b", "b") + " = " + b.Value(":v", lockitem.S(w.rvn)) +
+		", " + e + "." + b.Name("#lm", "l") + " = " + b.Value(":lm", lockitem.N(uint64(max(w.lease/time.Millisecond, 1)))) +
+		" ADD " + b.Name("#rv", lockitem.ReadersVersion) + " " + b.Value(":one", lockitem.N(1))
 }
 
 // readerRelease removes a reader's entry.
-func readerRelease(b *exprBuilder, id string) string {
-	return "REMOVE " + readerPath(b, id) + " ADD " + b.name("#rv", attrReadersVersion) + " " + b.value(":one", attrN(1))
+func readerRelease(b *lockitem.Expr, id string) string {
+	return "REMOVE " + readerPath(b, id) + " ADD " + b.Name("#rv", lockitem.ReadersVersion) + " " + b.Value(":one", lockitem.N(1))
 }
 
 // readerHasEntry reports whether item holds reader id's entry.
 func readerHasEntry(item map[string]types.AttributeValue, id string) bool {
-	m, _ := item[attrReaders].(*types.AttributeValueMemberM)
+	m, _ := item[lockitem.Readers].(*types.AttributeValueMemberM)
 	if m == nil {
 		return false
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // WithSession makes the client hold every lock it acquires (plain, [Client.Do],
@@ -305,10 +307,10 @@ func (o sessionOwnItem) itemOf() *Session { return o.s }
 
 // expirySets: a session's lock has no stored expiry, nor a TTL
 // (acquireWrite).
-func (s *Session) expirySets(*Client, *exprBuilder, *renewal) string { return "" }
+func (s *Session) expirySets(*Client, *lockitem.Expr, *renewal) string { return "" }
 
 // releaseRemoves: a released item names no session; a session's lock has
 // no stored expiry.
-func (s *Session) releaseRemoves(_ *Client, b *exprBuilder) string {
-	return " REMOVE " + b.name("#s", attrSession)
+func (s *Session) releaseRemoves(_ *Client, b *lockitem.Expr) string {
+	return " REMOVE " + b.Name("#s", lockitem.Session)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // How any client of this library, with or without WithSession, judges a
@@ -204,9 +206,9 @@ func (c *Client) endSession(ctx context.Context, s sessionState) (bool, error) {
 		// renewed since it was judged dead.
 		return st.ended, nil
 	}
-	b := newExprBuilder()
-	update := "SET " + b.name("#r", attrIsReleased) + " = " + b.value(":r", attrS("1"))
-	cond := b.name("#v", attrRVN) + " = " + b.value(":v", attrS(s.rvn)) + " AND attribute_not_exists(#r)"
+	b := lockitem.NewExpr()
+	update := "SET " + b.Name("#r", lockitem.IsReleased) + " = " + b.Value(":r", lockitem.S("1"))
+	cond := b.Name("#v", lockitem.RVN) + " = " + b.Value(":v", lockitem.S(s.rvn)) + " AND attribute_not_exists(#r)"
 	key := c.itemKeyOf(s.key, c.sessionSortKey())
 	_, err = c.updateItem(ctx, c.guardedUpdate(key, b, update, cond))
 	var ccf *types.ConditionalCheckFailedException

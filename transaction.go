@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // TransactionCondition returns a ConditionCheck on the lock item to put in
@@ -30,7 +32,7 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 		return types.TransactWriteItem{}
 	}
 	c := l.client
-	b := newExprBuilder()
+	b := lockitem.NewExpr()
 	l.mu.Lock()
 	cond := l.guardCondition(b)
 	l.mu.Unlock()
@@ -38,15 +40,15 @@ func (l *Lock) TransactionCondition() types.TransactWriteItem {
 		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 l.itemKey(),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.valuesOrNil(), // a reader's condition has none
+		ExpressionAttributeNames:            b.Names,
+		ExpressionAttributeValues:           b.ValuesOrNil(), // a reader's condition has none
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 }
 
 // guardCondition: this owner, this acquisition (fencing token, or the RVN
 // for an item without one), not released.
-func (l *Lock) guardCondition(b *exprBuilder) string {
+func (l *Lock) guardCondition(b *lockitem.Expr) string {
 	return l.shapeOf().guard(b, l)
 }
 
@@ -98,7 +100,7 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 		return types.TransactWriteItem{}, same
 	}
 	c := l.client
-	b := newExprBuilder()
+	b := lockitem.NewExpr()
 	l.mu.Lock()
 	if n := len(l.renewal.maybe); n >= maxRefreshesInDoubt {
 		l.mu.Unlock()
@@ -113,7 +115,7 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	// Heartbeats whose answer was lost may have moved the RVN: accept them.
 	cond := l.conditionLocked(b, w.rvn)
 	if l.fencingToken > 0 {
-		cond += " AND " + b.name("#f", attrFencingToken) + " = " + b.value(":f", attrN(l.fencingToken))
+		cond += " AND " + b.Name("#f", lockitem.FencingToken) + " = " + b.Value(":f", lockitem.N(l.fencingToken))
 	}
 	// The caller may send it at any time, and its answer may be lost.
 	moved := l.mayLandLocked(w)
@@ -121,15 +123,15 @@ func (l *Lock) TransactionWithRefresh() (types.TransactWriteItem, func(*dynamodb
 	if moved {
 		c.sched.notify(l)
 	}
-	update := "SET #v = :v, " + b.name("#l", attrLeaseDuration) + " = " + b.value(":l", attrS(formatLease(w.lease))) +
+	update := "SET #v = :v, " + b.Name("#l", lockitem.LeaseDuration) + " = " + b.Value(":l", lockitem.S(lockitem.FormatLease(w.lease))) +
 		c.expirySets(b, w.sent, w.lease, w.rvn)
 	item := types.TransactWriteItem{Update: &types.Update{
 		TableName:                           aws.String(c.cfg.tableName),
 		Key:                                 l.itemKey(),
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            b.names,
-		ExpressionAttributeValues:           b.values,
+		ExpressionAttributeNames:            b.Names,
+		ExpressionAttributeValues:           b.Values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
 	doubt := false // an earlier outcome given for this item left it in doubt; guarded by l.mu
