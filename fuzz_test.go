@@ -18,7 +18,6 @@ import (
 
 	"github.com/arielsrv/dynamolock/v2"
 	"github.com/arielsrv/dynamolock/v2/dynamolocktest"
-	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // The targets run on dynamolocktest, an in-memory DynamoDB. A DB without
@@ -52,7 +51,7 @@ var fuzzTableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 var lockAttributes = []string{"ownerName", "leaseDuration", "recordVersionNumber", "data", "isReleased", "fencingToken", "leaseExpiresAt"}
 
 func isLockAttribute(name string) bool {
-	for _, a := range lockitem.Own {
+	for _, a := range lockAttributes {
 		if a == name {
 			return true
 		}
