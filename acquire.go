@@ -262,6 +262,7 @@ func (a *acquisition) run(ctx context.Context) ([]*Lock, error) {
 				}
 			case stepClaim:
 				if locks, err := a.claim(ctx, w, w.next.claim); locks != nil || err != nil {
+					a.tr.wrote(locks != nil && err == nil)
 					return locks, err
 				}
 				if l, err := a.decideAll(ctx); l != nil || err != nil { // claimed too late: decided anew

@@ -108,8 +108,10 @@ func (m *capacityMeter) throttled(limit ThrottleLimit, now time.Time) {
 	if until := m.ceilingUntil.Load(); until != 0 && now.UnixNano() < until {
 		rate = min(rate, math.Float64frombits(m.ceilingBits.Load()))
 	}
-	if rate == 0 && m.windowStart.IsZero() {
-		return // no beat measured yet: no ceiling on nothing
+	if rate == 0 {
+		// Nothing measured yet: no window closed, and the one open has no
+		// beat (the first beat opens it). No ceiling on nothing.
+		return
 	}
 	m.ceilingBits.Store(math.Float64bits(rate))
 	m.ceilingUntil.Store(now.Add(measureMemory).UnixNano())

@@ -52,3 +52,20 @@ func TestCapacityMeterOneSlowBeatCountsForAnEighth(t *testing.T) {
 		t.Errorf("after 100 ms beats, one of 12.2 s ending 12 s after the last: round trip %s, want under 2 s", got)
 	}
 }
+
+// A table-limit throttle right after the first beat (no window closed, the
+// one the first beat opened has no beat yet) sets no ceiling: nothing was
+// measured. Before, it set a ceiling of 0 renewals/s, which kept every
+// acquisition out for the meter's memory (10 s).
+func TestThrottleBeforeAnyMeasureSetsNoCeiling(t *testing.T) {
+	m := newCapacityMeter(4)
+	now := time.Unix(1000, 0)
+	m.beat(10*time.Millisecond, now)
+	m.throttled(ThrottleProvisioned, now.Add(5*time.Millisecond))
+	if _, _, ok := m.ceiling(now.Add(10 * time.Millisecond)); ok {
+		t.Fatalf("a ceiling after one beat: capacity %.3g", m.capacityAt(now.Add(10*time.Millisecond)))
+	}
+	if got := m.capacityAt(now.Add(10 * time.Millisecond)); got < 100 {
+		t.Errorf("capacity %.3g renewals/s after one 10 ms beat of 4 workers, want about 400", got)
+	}
+}

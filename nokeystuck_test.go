@@ -856,3 +856,32 @@ func TestSessionReleaseInDoubtAfterAHeartbeatInDoubtIsFreed(t *testing.T) {
 	require.NoError(t, err, "the key is free to others once the release is sent again")
 	require.NoError(t, taken.Close())
 }
+
+// TestReaderRegrantsItsOwnDeadEntry: a reader's grant answered after its
+// lease (1 s here; the answer held 1.3 s) leaves the call's entry dead in
+// the item; the call writes it anew, on condition that the entry is still
+// the one it found (a reader's grant asks that its entry be absent or
+// that one: F16). Another reader holds beside it throughout.
+func TestReaderRegrantsItsOwnDeadEntry(t *testing.T) {
+	table := newTable(t, "")
+	other := newClient(t, mustDB(t), table, fast...)
+	orw, err := other.NewRWLock("rw")
+	require.NoError(t, err)
+	held, err := orw.RLock(context.Background())
+	require.NoError(t, err)
+	db := faults.Wrap(mustDB(t))
+	c := newClient(t, db, table, fast...)
+	db.Add(&faults.Rule{Op: "UpdateItem", Match: keyIs("rw"), Times: 1,
+		After: func(context.Context) { time.Sleep(1300 * time.Millisecond) }}) // the answer comes after the 1 s lease
+	rw, err := c.NewRWLock("rw")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	r, err := rw.RLock(ctx, dynamolock.WithRefreshPeriod(50*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(5*time.Second))
+	require.NoError(t, err, "the call writes its dead entry anew")
+	readers, ok := rawItem(t, mustDB(t), table, keyOf("rw"))["readers"].(*types.AttributeValueMemberM)
+	require.True(t, ok)
+	require.Len(t, readers.Value, 2, "the two readers' entries, the call's written anew")
+	require.NoError(t, r.Close())
+	require.NoError(t, held.Close())
+}

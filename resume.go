@@ -54,12 +54,18 @@ import (
 // returns. Cost: one UpdateItem (and the client's one DescribeTable before
 // its first write).
 func (c *Client) ResumeLock(ctx context.Context, token string, opts ...AcquireLockOption) (l *Lock, err error) {
+	t, decodeErr := decodeResumeToken(token)
+	var keys []string
+	if decodeErr == nil {
+		keys = []string{t.key}
+	}
+	ctx, tr := c.startAcquire(ctx, kindResume, keys...)
+	defer func() { tr.end(err, l) }()
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
-	t, err := decodeResumeToken(token)
-	if err != nil {
-		return nil, notGranted(invalid("resume token", token, "%v", err), "resume: malformed token")
+	if decodeErr != nil {
+		return nil, notGranted(invalid("resume token", token, "%v", decodeErr), "resume: malformed token")
 	}
 	what := t.what()
 	if err := c.checkResumeToken(t); err != nil {
@@ -72,10 +78,9 @@ func (c *Client) ResumeLock(ctx context.Context, token string, opts ...AcquireLo
 	if l := c.heldResumable(t); l != nil {
 		return l, nil // this client holds that very acquisition: nothing to take back
 	}
-	ctx, tr := c.startAcquire(ctx, kindResume, t.key)
-	defer func() { tr.end(err, l) }()
+	tr.sortKey(t.sortKey)
 	start := c.now()
-	l, err = c.resume(ctx, t, o, what, start)
+	l, err = c.resume(ctx, tr, t, o, what, start)
 	c.metrics.acquired(ctx, err, c.since(start))
 	return l, err
 }
@@ -165,7 +170,7 @@ func (c *Client) resumeOptions(opts []AcquireLockOption) (*acquireLockOptions, e
 // resume sends the resuming write of t, and retries it while it fails
 // transiently within the wait; a write that may have landed is taken back
 // if the call gives up.
-func (c *Client) resume(ctx context.Context, t *resumeToken, o *acquireLockOptions, what string, start time.Time) (l *Lock, err error) {
+func (c *Client) resume(ctx context.Context, tr *acqTrace, t *resumeToken, o *acquireLockOptions, what string, start time.Time) (l *Lock, err error) {
 	admitted, err := c.admit(ctx, 1, o.lease, start.Add(satAdd(o.additionalTimeToWait, o.lease)), what)
 	if err != nil {
 		return nil, err
@@ -187,6 +192,7 @@ func (c *Client) resume(ctx context.Context, t *resumeToken, o *acquireLockOptio
 		if c.until(deadline) < c.callBound() {
 			bctx = withCallBound(ctx, deadline, minCallTime)
 		}
+		tr.sentWrite()
 		out, err := c.updateItem(bctx, c.resumeInput(t, key, shape, rvn, sent, o.lease))
 		var ccf *types.ConditionalCheckFailedException
 		switch {

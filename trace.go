@@ -147,9 +147,9 @@ type acqTrace struct {
 	// behind is, per key, the holder of the last wait event (recording
 	// only): a new event comes when the holder changes.
 	behind map[string]holderSig
-	// pending are the takeover and hand-over events of the acquiring
-	// write in flight: added to the span when it wins, dropped when it
-	// loses (another writer was faster, or the call ended).
+	// pending are the takeover and hand-over events of the last acquiring
+	// write: added to the span when the call holds its keys by it (see
+	// wrote), dropped with the next write or the call's end.
 	pending []pendingEvent
 }
 
@@ -321,56 +321,88 @@ func (t *acqTrace) waits(a *acquisition, w *watch, sig holderSig, now time.Time,
 }
 
 // writing records an acquiring write of a: of w, or of every key (nil, a
-// transaction). A write that takes over a holder seen unchanged for a
-// lease is a takeover; one that takes a key this call waited behind is a
-// hand-over. Both are events of the span once the write wins (wrote).
+// transaction). A write that takes over a holder (stale, or dead by the
+// kind's own rule: a read/write lock's) is a takeover; one that takes a
+// key this call waited behind is a hand-over. Both are events of the span
+// once the call holds the key by that write: when it wins (wrote), or when
+// the call claims it after its answer was lost. A rewrite of the call's
+// own write (its answer came after its lease: rewriteOwn) carries over the
+// events of the write it rewrites.
 func (t *acqTrace) writing(a *acquisition, w *watch) {
 	if t == nil {
 		return
 	}
 	t.writes++
-	t.pending = t.pending[:0]
 	if !t.rec {
+		t.pending = t.pending[:0]
 		return
 	}
 	ws := a.watches
 	if w != nil {
 		ws = []*watch{w}
 	}
+	var next []pendingEvent
 	for _, w := range ws {
+		if tk := w.next.takeover; tk != "" {
+			if _, own := a.attempts[tk]; own {
+				for _, e := range t.pending {
+					if e.regKey == w.regKey {
+						next = append(next, e)
+					}
+				}
+				continue
+			}
+		}
 		switch last, waited := t.behind[w.regKey]; {
-		case w.next.stale && w.v.rec != nil:
+		case (w.next.stale || w.next.takeover != "") && w.v.rec != nil:
 			rec := w.v.rec
 			attrs := []attribute.KeyValue{attrKey.String(w.key), attrHolder.String(rec.owner), attrHolderToken.Int64(int64(rec.fencingToken)),
 				attrHolderLease.Float64(rec.lease.Seconds())}
 			if !w.v.seen.IsZero() {
 				attrs = append(attrs, attrUnchanged.Float64(a.c.since(w.v.seen).Seconds()))
 			}
-			t.pending = append(t.pending, pendingEvent{eventTakeover, w.regKey, attrs})
+			next = append(next, pendingEvent{eventTakeover, w.regKey, attrs})
 		case waited:
 			// A write that wins a key this call waited behind found it
 			// free: released, gone or ended here. So is the first write of
 			// a campaign's next acquisition, sent before it read the key.
-			t.pending = append(t.pending, pendingEvent{eventHandover, w.regKey, []attribute.KeyValue{attrKey.String(w.key),
+			next = append(next, pendingEvent{eventHandover, w.regKey, []attribute.KeyValue{attrKey.String(w.key),
 				attrWaitReason.String(last.reason), attrHolder.String(last.owner), attrHolderToken.Int64(int64(last.token)),
 				attrHolderHere.Bool(w.woken)}})
 		}
 	}
+	t.pending = next
 }
 
-// wrote ends the acquiring write of writing: when it won, its events are
-// added to the span.
+// wrote records that the call holds its keys by its last acquiring write
+// (won: it won, or the call claimed a write whose answer was lost): the
+// write's events are added to the span. A write that lost keeps them until
+// the next one, for a claim of it may follow (its answer lost, it landed).
 func (t *acqTrace) wrote(won bool) {
-	if t == nil {
+	if t == nil || !won {
 		return
 	}
-	if won {
-		for _, e := range t.pending {
-			t.span.AddEvent(e.name, trace.WithAttributes(e.attrs...))
-			delete(t.behind, e.regKey)
-		}
+	for _, e := range t.pending {
+		t.span.AddEvent(e.name, trace.WithAttributes(e.attrs...))
+		delete(t.behind, e.regKey)
 	}
 	t.pending = t.pending[:0]
+}
+
+// sortKey records the sort key value of a call that has no acquisition
+// (ResumeLock: its token's).
+func (t *acqTrace) sortKey(sk *string) {
+	if t != nil && t.rec && sk != nil {
+		t.span.SetAttributes(attrSortKey.String(*sk))
+	}
+}
+
+// sentWrite counts an acquiring write of a call that has no acquisition
+// (ResumeLock's, each send of it).
+func (t *acqTrace) sentWrite() {
+	if t != nil {
+		t.writes++
+	}
 }
 
 // detached returns f, run in the background after the call returned (a

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/arielsrv/dynamolock/v2"
+	"github.com/arielsrv/dynamolock/v2/internal/faults"
 )
 
 // An acquisition is one dynamolock.acquire span, a child of the caller's
@@ -332,10 +334,76 @@ func TestResumeLockIsOneSpan(t *testing.T) {
 	assert.Equal(t, "r", a["dynamolock.key"].AsString())
 	assert.Equal(t, "acquired", a["dynamolock.outcome"].AsString())
 	assert.Equal(t, int64(resumed.FencingToken()), a["dynamolock.fencing_token"].AsInt64())
+	assert.Equal(t, int64(1), a["dynamolock.attempts"].AsInt64(), "one conditional write")
 	calls := db.take()
 	require.NotEmpty(t, calls)
 	requireUnder(t, calls, acq.SpanContext, "the resume")
 	require.NoError(t, resumed.Close())
+}
+
+// A malformed token is bad input: still one span, its outcome invalid.
+func TestResumeLockRefusedIsOneSpan(t *testing.T) {
+	table := newTable(t, "")
+	tp, exp := newTracer(t)
+	c := newClient(t, newDB(t), table, dynamolock.WithTracerProvider(tp), dynamolock.WithHeartbeatPeriod(0))
+	_, err := c.ResumeLock(context.Background(), "not a token")
+	require.Error(t, err)
+	acq := only(t, exp, "dynamolock.acquire")
+	a := attrs(acq.Attributes)
+	assert.Equal(t, "resume", a["dynamolock.kind"].AsString())
+	assert.NotEqual(t, "acquired", a["dynamolock.outcome"].AsString())
+	assert.Equal(t, int64(0), a["dynamolock.attempts"].AsInt64())
+}
+
+// A takeover whose answer was lost, claimed by the call's next read (the
+// item carries its write): still a takeover event. The event used to be
+// dropped with the lost answer.
+func TestTakeoverWhoseAnswerWasLostIsAnEvent(t *testing.T) {
+	table := newTable(t, "")
+	tp, exp := newTracer(t)
+	db := faults.Wrap(newDB(t))
+	c := newClient(t, db, table, dynamolock.WithTracerProvider(tp), dynamolock.WithHeartbeatPeriod(0))
+	putRaw(t, newDB(t), table, map[string]types.AttributeValue{
+		"key": s("dead"), "ownerName": s("crashed"), "leaseDuration": s("300ms"), "recordVersionNumber": s("r1"),
+	})
+	takesOver := func(in any) bool { // the write conditioned on the dead holder's RVN
+		for _, v := range in.(*dynamodb.UpdateItemInput).ExpressionAttributeValues {
+			if sv, ok := v.(*types.AttributeValueMemberS); ok && sv.Value == "r1" {
+				return true
+			}
+		}
+		return false
+	}
+	db.Add(&faults.Rule{Op: "UpdateItem", Match: takesOver, Times: 1, LoseAnswer: true})
+	_, err := c.AcquireLockWithContext(context.Background(), "dead", dynamolock.WithRefreshPeriod(50*time.Millisecond))
+	require.NoError(t, err)
+	acq := only(t, exp, "dynamolock.acquire")
+	over := events(acq, "dynamolock.takeover")
+	require.Len(t, over, 1, "the takeover the call claimed")
+	assert.Equal(t, "crashed", over[0]["dynamolock.holder.owner"].AsString())
+	assert.Empty(t, events(acq, "dynamolock.handover"))
+}
+
+// A reader that takes a read/write lock from a dead writer takes it over:
+// a takeover event, not a hand-over (the kind's own rule says the writer is
+// dead, not the stale flag).
+func TestReaderTakingADeadWritersLockIsATakeover(t *testing.T) {
+	table := newTable(t, "")
+	tp, exp := newTracer(t)
+	c := newClient(t, newDB(t), table, dynamolock.WithTracerProvider(tp), dynamolock.WithHeartbeatPeriod(0))
+	putRaw(t, newDB(t), table, map[string]types.AttributeValue{
+		"key": s("rw"), "ownerName": s("crashed"), "leaseDuration": s("300ms"), "recordVersionNumber": s("r1"),
+	})
+	rw, err := c.NewRWLock("rw")
+	require.NoError(t, err)
+	r, err := rw.RLock(context.Background(), dynamolock.WithRefreshPeriod(50*time.Millisecond))
+	require.NoError(t, err)
+	acq := only(t, exp, "dynamolock.acquire")
+	over := events(acq, "dynamolock.takeover")
+	require.Len(t, over, 1)
+	assert.Equal(t, "crashed", over[0]["dynamolock.holder.owner"].AsString())
+	assert.Empty(t, events(acq, "dynamolock.handover"), "a takeover is not a hand-over")
+	require.NoError(t, r.Close())
 }
 
 // A holder seen unchanged for its lease is taken over: the span says so.
