@@ -83,9 +83,10 @@ func TestFailoverInVirtualTime(t *testing.T) {
 			t.Errorf("the leader sent %d UpdateItems in 5 minutes of heartbeats every 10 s, want about 30", got)
 		}
 	})
-	if d := time.Since(wall); d > time.Second {
-		t.Errorf("the test took %s of wall time, want under a second", d)
-	}
+	// Five minutes of virtual time in well under a second of wall time on
+	// an idle machine; a figure, not a check (under -race beside other
+	// test processes it took 1.75 s once).
+	t.Logf("five minutes of virtual time took %s of wall time", time.Since(wall).Round(time.Millisecond))
 }
 
 // TestGuardedWriteFailsAfterTakeover: a worker paused past its lease wakes
