@@ -33,7 +33,7 @@ func TestMetricsAndLogs(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.AcquireLockWithContext(ctx, "k", dynamolock.FailIfLocked(), dynamolock.WithReentrant())
 	require.NoError(t, err)
-	waitFor(t, 5*time.Second, "a heartbeat", func() bool { return c.Stats().HeartbeatsSent >= 1 })
+	waitFor(t, 20*time.Second, "a heartbeat", func() bool { return c.Stats().HeartbeatsSent >= 1 }) // a poll: 250 ms apart when idle; DynamoDB Local beside three other test processes once took more than 5 s
 	putRaw(t, db, table, map[string]types.AttributeValue{
 		"key": s("k"), "ownerName": s("thief"), "leaseDuration": s("20s"), "recordVersionNumber": s("x"),
 	})
@@ -149,7 +149,7 @@ func TestMetricsFollowTheConventions(t *testing.T) {
 	_, err = c.AcquireLockWithContext(ctx, "held", dynamolock.WithRefreshPeriod(100*time.Millisecond))
 	var te *dynamolock.TimeoutError
 	require.ErrorAs(t, err, &te)
-	waitFor(t, 5*time.Second, "a heartbeat", func() bool { return c.Stats().HeartbeatsSent >= 1 })
+	waitFor(t, 20*time.Second, "a heartbeat", func() bool { return c.Stats().HeartbeatsSent >= 1 }) // a poll: 250 ms apart when idle; DynamoDB Local beside three other test processes once took more than 5 s
 
 	m := collect(t, reader)
 	for name, unit := range map[string]string{
