@@ -449,42 +449,49 @@ func waiterThrottled(c *dynamolock.Client) int { return int(c.Stats().ThrottledK
 // and what to change. Virtual time.
 func TestTableLimitLowersAdmission(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		conn := dynamolocktest.New().Conn()
-		conn.Delay(time.Millisecond)
-		var hot atomic.Bool
-		var n atomic.Int64
-		fdb := faults.Wrap(conn, &faults.Rule{Op: "UpdateItem",
-			Match: func(in any) bool { return hot.Load() && isHeartbeat(in) && n.Add(1)%2 == 0 },
-			Before: func(context.Context) error {
-				return &types.ProvisionedThroughputExceededException{Message: aws.String("throttled"), ThrottlingReasons: []types.ThrottlingReason{{
-					Reason: aws.String("TableWriteProvisionedThroughputExceeded"), Resource: aws.String("arn:aws:dynamodb:us-east-1:000000000000:table/locks")}}}
-			}})
-		c, err := dynamolock.New(fdb, "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second),
-			dynamolock.WithHeartbeatConcurrency(4))
-		require.NoError(t, err)
+		c, locks, err := askBesideThrottledBeats(t, &types.ProvisionedThroughputExceededException{Message: aws.String("throttled"),
+			ThrottlingReasons: []types.ThrottlingReason{{Reason: aws.String("TableWriteProvisionedThroughputExceeded"),
+				Resource: aws.String("arn:aws:dynamodb:us-east-1:000000000000:table/locks")}}})
 		defer c.Close()
-		_, err = c.CreateTableWithContext(ctx, "locks")
-		require.NoError(t, err)
-		for i := range 10 {
-			_, err := c.AcquireLockWithContext(ctx, fmt.Sprintf("held-%d", i))
-			require.NoError(t, err)
-		}
-		time.Sleep(3 * time.Second) // measured: beats in 1 ms, 10 a second
-		hot.Store(true)
-		time.Sleep(3 * time.Second)
-		keys := make([]string, 50)
-		for i := range keys {
-			keys[i] = fmt.Sprintf("new-%d", i)
-		}
-		locks, err := c.AcquireLocks(ctx, keys, dynamolock.WithAdditionalTimeToWaitForLock(0))
 		t.Logf("stats %+v", c.Stats())
 		require.ErrorIs(t, err, dynamolock.ErrHeartbeatCapacity, "50 more locks need more renewals than the throttled beats get through (granted %d)", len(locks))
 		require.ErrorContains(t, err, "provisioned capacity", "the refusal names the limit")
 		t.Logf("refused: %v", err)
 		require.Greater(t, c.Stats().ThrottledProvisioned, uint64(0))
-		hot.Store(false)
 	})
+}
+
+// askBesideThrottledBeats, in a synctest bubble: a client (lease 3 s,
+// heartbeat 1 s, 4 workers, 1 ms to the in-memory DynamoDB) holds 10 locks
+// for 3 s, then DynamoDB throttles one of its heartbeats in two with
+// throttle; 3 s later it asks for 50 more keys at once, with no wait.
+func askBesideThrottledBeats(t *testing.T, throttle error) (*dynamolock.Client, []*dynamolock.Lock, error) {
+	ctx := context.Background()
+	conn := dynamolocktest.New().Conn()
+	conn.Delay(time.Millisecond)
+	var hot atomic.Bool
+	var n atomic.Int64
+	fdb := faults.Wrap(conn, &faults.Rule{Op: "UpdateItem",
+		Match:  func(in any) bool { return hot.Load() && isHeartbeat(in) && n.Add(1)%2 == 0 },
+		Before: func(context.Context) error { return throttle }})
+	c, err := dynamolock.New(fdb, "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second),
+		dynamolock.WithHeartbeatConcurrency(4))
+	require.NoError(t, err)
+	_, err = c.CreateTableWithContext(ctx, "locks")
+	require.NoError(t, err)
+	for i := range 10 {
+		_, err := c.AcquireLockWithContext(ctx, fmt.Sprintf("held-%d", i))
+		require.NoError(t, err)
+	}
+	time.Sleep(3 * time.Second) // measured: beats in 1 ms, 10 a second
+	hot.Store(true)
+	time.Sleep(3 * time.Second)
+	keys := make([]string, 50)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("new-%d", i)
+	}
+	locks, err := c.AcquireLocks(ctx, keys, dynamolock.WithAdditionalTimeToWaitForLock(0))
+	return c, locks, err
 }
 
 // TestThrottleWithNoReasonLeavesAdmissionAlone: the same beats throttled,
@@ -496,38 +503,11 @@ func TestTableLimitLowersAdmission(t *testing.T) {
 // refused for 10 s after one stray throttle.
 func TestThrottleWithNoReasonLeavesAdmissionAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		conn := dynamolocktest.New().Conn()
-		conn.Delay(time.Millisecond)
-		var hot atomic.Bool
-		var n atomic.Int64
-		fdb := faults.Wrap(conn, &faults.Rule{Op: "UpdateItem",
-			Match: func(in any) bool { return hot.Load() && isHeartbeat(in) && n.Add(1)%2 == 0 },
-			Before: func(context.Context) error {
-				return &types.ProvisionedThroughputExceededException{Message: aws.String("throttled")}
-			}})
-		c, err := dynamolock.New(fdb, "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second),
-			dynamolock.WithHeartbeatConcurrency(4))
-		require.NoError(t, err)
+		c, locks, err := askBesideThrottledBeats(t, &types.ProvisionedThroughputExceededException{Message: aws.String("throttled")})
 		defer c.Close()
-		_, err = c.CreateTableWithContext(ctx, "locks")
-		require.NoError(t, err)
-		for i := range 10 {
-			_, err := c.AcquireLockWithContext(ctx, fmt.Sprintf("held-%d", i))
-			require.NoError(t, err)
-		}
-		time.Sleep(3 * time.Second) // measured: beats in 1 ms, 10 a second
-		hot.Store(true)
-		time.Sleep(3 * time.Second)
-		keys := make([]string, 50)
-		for i := range keys {
-			keys[i] = fmt.Sprintf("new-%d", i)
-		}
-		locks, err := c.AcquireLocks(ctx, keys, dynamolock.WithAdditionalTimeToWaitForLock(0))
 		require.NoError(t, err, "a throttle that names no limit refuses nothing")
 		require.Len(t, locks, 50)
 		require.Greater(t, c.Stats().Throttled, uint64(0))
-		hot.Store(false)
 	})
 }
 
