@@ -263,7 +263,7 @@ func TestElectionRunLeaderCutOffIsReplaced(t *testing.T) {
 	r := received(t, s2, 10*time.Second, "the heir")
 	took := r.start.Sub(cutAt)
 	var end time.Time
-	waitFor(t, time.Second, "the cut-off term's end recorded", func() bool {
+	waitFor(t, 10*time.Second, "the cut-off term's end recorded", func() bool {
 		v, ok := ends.Load(token)
 		if ok {
 			end = v.(time.Time)
