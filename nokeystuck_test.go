@@ -452,7 +452,6 @@ func TestTableLimitLowersAdmission(t *testing.T) {
 		c, locks, err := askBesideThrottledBeats(t, &types.ProvisionedThroughputExceededException{Message: aws.String("throttled"),
 			ThrottlingReasons: []types.ThrottlingReason{{Reason: aws.String("TableWriteProvisionedThroughputExceeded"),
 				Resource: aws.String("arn:aws:dynamodb:us-east-1:000000000000:table/locks")}}})
-		defer c.Close()
 		t.Logf("stats %+v", c.Stats())
 		require.ErrorIs(t, err, dynamolock.ErrHeartbeatCapacity, "50 more locks need more renewals than the throttled beats get through (granted %d)", len(locks))
 		require.ErrorContains(t, err, "provisioned capacity", "the refusal names the limit")
@@ -477,6 +476,7 @@ func askBesideThrottledBeats(t *testing.T, throttle error) (*dynamolock.Client, 
 	c, err := dynamolock.New(fdb, "locks", dynamolock.WithLeaseDuration(3*time.Second), dynamolock.WithHeartbeatPeriod(time.Second),
 		dynamolock.WithHeartbeatConcurrency(4))
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() }) // inside the bubble, before it ends
 	_, err = c.CreateTableWithContext(ctx, "locks")
 	require.NoError(t, err)
 	for i := range 10 {
@@ -504,7 +504,6 @@ func askBesideThrottledBeats(t *testing.T, throttle error) (*dynamolock.Client, 
 func TestThrottleWithNoReasonLeavesAdmissionAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, locks, err := askBesideThrottledBeats(t, &types.ProvisionedThroughputExceededException{Message: aws.String("throttled")})
-		defer c.Close()
 		require.NoError(t, err, "a throttle that names no limit refuses nothing")
 		require.Len(t, locks, 50)
 		require.Greater(t, c.Stats().Throttled, uint64(0))
