@@ -70,14 +70,8 @@ func TestSessionWriteLandingAfterItsUndoIsTakenBack(t *testing.T) {
 			// The write lands after its undo and after the undo's first
 			// re-send: both found nothing to take back.
 			waitFor(t, 10*time.Second, "the undo to be sent again", func() bool { return db.Hits(undos) >= 2 })
-			close(late)
-			landed, lateErr := db.Landed(held)
-			select {
-			case <-landed:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the held write was not sent")
-			}
-			require.NoError(t, lateErr(), "the late write landed")
+			lateErr := landLate(t, db, held, late, "the held write was not sent")
+			require.NoError(t, lateErr, "the late write landed")
 
 			// Another client gets the key: within about a heartbeat period
 			// (500 ms) of the landing, not once the session ends.
@@ -142,14 +136,8 @@ func TestSessionEarlierWriteLandingAfterTheReleaseIsTakenBack(t *testing.T) {
 	ok, err := c.ReleaseLockWithContext(context.Background(), l)
 	require.NoError(t, err)
 	require.True(t, ok)
-	close(late) // the first write lands on the released key
-	landed, lateErr := db.Landed(first)
-	select {
-	case <-landed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first write was not sent")
-	}
-	require.NoError(t, lateErr(), "the first write landed")
+	lateErr := landLate(t, db, first, late, "the first write was not sent") // the first write lands on the released key
+	require.NoError(t, lateErr, "the first write landed")
 
 	other := newClient(t, mustDB(t), table, fast...)
 	began := time.Now()
@@ -742,15 +730,9 @@ func TestSessionReaderGrantLandingLateKeepsTheReadersBeat(t *testing.T) {
 	require.NoError(t, err)
 	reader, err := rw.RLock(context.Background(), dynamolock.WithRefreshPeriod(50*time.Millisecond))
 	require.NoError(t, err, "held by the second grant")
-	close(late) // the first grant lands on the held key
-	landed, lateErr := db.Landed(first)
-	select {
-	case <-landed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first grant was not sent")
-	}
+	lateErr := landLate(t, db, first, late, "the first grant was not sent") // it lands on the held key
 	var ccf *types.ConditionalCheckFailedException
-	require.ErrorAs(t, lateErr(), &ccf, "the late grant finds the reader's entry and fails")
+	require.ErrorAs(t, lateErr, &ccf, "the late grant finds the reader's entry and fails")
 
 	other := newClient(t, mustDB(t), table, fast...)
 	orw, err := other.NewRWLock("rw")
@@ -787,14 +769,8 @@ func TestSessionTransactionLandingLateIsTakenBack(t *testing.T) {
 	for _, l := range locks {
 		require.NoError(t, l.Close())
 	}
-	close(late)
-	landed, lateErr := db.Landed(first)
-	select {
-	case <-landed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first transaction was not sent")
-	}
-	require.NoError(t, lateErr(), "the first transaction landed on the released keys")
+	lateErr := landLate(t, db, first, late, "the first transaction was not sent")
+	require.NoError(t, lateErr, "the first transaction landed on the released keys")
 
 	other := newClient(t, mustDB(t), table, fast...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -863,4 +839,19 @@ func TestReaderRegrantsItsOwnDeadEntry(t *testing.T) {
 	require.Len(t, readers.Value, 2, "the two readers' entries, the call's written anew")
 	require.NoError(t, r.Close())
 	require.NoError(t, held.Close())
+}
+
+// landLate lets the request rule holds (its Late channel late) land, waits
+// (at most 10 s) until it was answered, and returns that answer's error;
+// notSent is the failure when it was not sent in time.
+func landLate(t *testing.T, db *faults.Client, rule *faults.Rule, late chan struct{}, notSent string) error {
+	t.Helper()
+	close(late)
+	landed, lateErr := db.Landed(rule)
+	select {
+	case <-landed:
+	case <-time.After(10 * time.Second):
+		t.Fatal(notSent)
+	}
+	return lateErr()
 }
