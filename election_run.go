@@ -123,7 +123,7 @@ func (e *Election) Run(ctx context.Context, value []byte, cb LeaderCallbacks) er
 	}
 	if e.c.cfg.heartbeatPeriod <= 0 {
 		return invalid("WithHeartbeatPeriod", e.c.cfg.heartbeatPeriod,
-			"Election.Run needs the client's background heartbeats: without them a term would end after half its lease")
+			"Election.Run needs the client's background heartbeats (the client was made with DisableHeartbeat or WithHeartbeatPeriod(0)): without them a term would end after half its lease")
 	}
 	e.run.mu.Lock()
 	if e.run.running {

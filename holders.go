@@ -103,7 +103,9 @@ func (rw *RWLock) Readers(ctx context.Context) ([]*Lock, error) {
 				&ItemFormatError{Attribute: lockitem.Readers + "." + r.id, Reason: "not a reader's entry (a beat and a positive lease in ms)"})
 		}
 		rec := &lockRecord{rvn: r.beat, lease: r.lease, fencingToken: p.token, session: r.session}
-		if err := c.throughSession(ctx, rec, 0); err != nil {
+		// A session read since this call read the item is fresh enough:
+		// readers of one session cost one GetItem of it.
+		if err := c.throughSession(ctx, rec, c.since(now)); err != nil {
 			return nil, fmt.Errorf("dynamolock: readers of rwlock %q: reader %s: %w", rw.name, r.id, err)
 		}
 		if rec.released {

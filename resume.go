@@ -47,7 +47,9 @@ import (
 //
 // opts may be [WithLockLease], [WithDeleteLockOnRelease],
 // [WithSessionMonitor], [WithRefreshPeriod] and
-// [WithAdditionalTimeToWaitForLock]; the others are bad input. A write
+// [WithAdditionalTimeToWaitForLock]; the others are bad input, and so are
+// WithLockLease and WithSessionMonitor on a client with [WithSession], as
+// for any of its acquisitions. A write
 // that fails transiently is sent again every refresh period for the lock's
 // lease plus the additional time to wait (1 s by default), or until ctx
 // ends; a write whose outcome stays unknown is taken back before the call
@@ -146,8 +148,10 @@ func (c *Client) resumeOptions(opts []AcquireLockOption) (*acquireLockOptions, e
 	}
 	why := "cannot be used with ResumeLock: the resumed lock keeps the item as it is, and takes no wait"
 	switch {
-	case o.data != nil || o.replaceData:
+	case o.data != nil:
 		return nil, invalid("WithData", fmt.Sprintf("%d bytes", len(o.data)), "%s (change the data with a heartbeat: ReplaceHeartbeatData)", why)
+	case o.replaceData:
+		return nil, invalid("ReplaceData", true, "%s (change the data with a heartbeat: ReplaceHeartbeatData)", why)
 	case len(o.additionalAttributes) > 0:
 		return nil, invalid("WithAdditionalAttributes", len(o.additionalAttributes), "%s", why)
 	case o.failIfLocked:
@@ -159,10 +163,8 @@ func (c *Client) resumeOptions(opts []AcquireLockOption) (*acquireLockOptions, e
 	case o.onlyIfLockAlreadyExist:
 		return nil, invalid("WithAcquireOnlyIfLockAlreadyExists", true, "%s", why)
 	}
-	for _, opt := range opts {
-		if probe := newAcquireLockOptions([]AcquireLockOption{opt}); probe.sortKey != nil {
-			return nil, invalid("WithSortKeyValue", *probe.sortKey, "cannot be used with ResumeLock: the token names the sort key")
-		}
+	if given := newAcquireLockOptions(opts).sortKey; given != nil { // as given, before the client's default
+		return nil, invalid("WithSortKeyValue", *given, "cannot be used with ResumeLock: the token names the sort key")
 	}
 	return o, nil
 }
@@ -171,7 +173,8 @@ func (c *Client) resumeOptions(opts []AcquireLockOption) (*acquireLockOptions, e
 // transiently within the wait; a write that may have landed is taken back
 // if the call gives up.
 func (c *Client) resume(ctx context.Context, tr *acqTrace, t *resumeToken, o *acquireLockOptions, what string, start time.Time) (l *Lock, err error) {
-	admitted, err := c.admit(ctx, 1, o.lease, start.Add(satAdd(o.additionalTimeToWait, o.lease)), what)
+	deadline := start.Add(satAdd(o.additionalTimeToWait, o.lease))
+	admitted, err := c.admit(ctx, 1, o.lease, deadline, what)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +185,6 @@ func (c *Client) resume(ctx context.Context, tr *acqTrace, t *resumeToken, o *ac
 	if t.entry != "" {
 		shape = readerShape{randomID()} // a new entry: the old one's guard fails
 	}
-	deadline := start.Add(satAdd(o.additionalTimeToWait, o.lease))
 	sent := c.now() // the lease counts from the first send: every retry is the same write
 	c.here.sending(rvn)
 	defer c.here.settled(rvn) // after the lock is registered (here, rule 1)
