@@ -225,11 +225,30 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 			a.c.background(a.tr.detached(a.leaveQueues))
 		}
 		cancel()
+	} else if a.unsure() {
+		// The call holds a lock that none of its writes made (a reentrant
+		// call returned the one held here): a write of its own whose
+		// answer was lost may still land, once the key is free again, and
+		// under a session nothing else would free the item
+		// (docs/SIMULATION.md, F19).
+		cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
+		a.undo(cctx)
+		cancel()
 	}
 	for rvn := range a.attempts {
 		a.c.here.settled(rvn)
 	}
 	return locks, err
+}
+
+// unsure reports whether a write of the call may have landed unseen.
+func (a *acquisition) unsure() bool {
+	for _, at := range a.attempts {
+		if at.unsure {
+			return true
+		}
+	}
+	return false
 }
 
 // run is the acquisition's one wait loop. Each key's next step comes from

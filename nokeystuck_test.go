@@ -123,14 +123,7 @@ func keyIs(k string) func(any) bool {
 // the acquisition forgot the first write once the second made the lock,
 // and nothing freed the key while the session lived.
 func TestSessionEarlierWriteLandingAfterTheReleaseIsTakenBack(t *testing.T) {
-	table := newTable(t, "")
-	late := make(chan struct{})
-	db := faults.Wrap(mustDB(t))
-	c := newClient(t, db, table, sessionOpts...)
-	_, err := c.Session(context.Background())
-	require.NoError(t, err)
-	first := &faults.Rule{Op: "UpdateItem", Match: keyIs("k"), Times: 1, Late: late, Drop: true}
-	db.Add(first)
+	table, db, c, first, late := sessionWithLateFirstWrite(t)
 	l, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithRefreshPeriod(50*time.Millisecond))
 	require.NoError(t, err, "held by the second write")
 	ok, err := c.ReleaseLockWithContext(context.Background(), l)
@@ -139,14 +132,84 @@ func TestSessionEarlierWriteLandingAfterTheReleaseIsTakenBack(t *testing.T) {
 	lateErr := landLate(t, db, first, late, "the first write was not sent") // the first write lands on the released key
 	require.NoError(t, lateErr, "the first write landed")
 
+	freeToOthers(t, table, "k", "the first write")
+}
+
+// sessionWithLateFirstWrite is a client under a live session on a new
+// table, whose first UpdateItem of key "k" gets a lost-connection error at
+// once and lands only when late is closed (see landLate).
+func sessionWithLateFirstWrite(t *testing.T) (table string, db *faults.Client, c *dynamolock.Client, first *faults.Rule, late chan struct{}) {
+	t.Helper()
+	table = newTable(t, "")
+	late = make(chan struct{})
+	db = faults.Wrap(mustDB(t))
+	c = newClient(t, db, table, sessionOpts...)
+	_, err := c.Session(context.Background())
+	require.NoError(t, err)
+	first = &faults.Rule{Op: "UpdateItem", Match: keyIs("k"), Times: 1, Late: late, Drop: true}
+	db.Add(first)
+	return table, db, c, first, late
+}
+
+// freeToOthers takes key in another client (waiting up to 10 s) after
+// what's late write landed on it, and logs how long that took.
+func freeToOthers(t *testing.T, table, key, what string) {
+	t.Helper()
 	other := newClient(t, mustDB(t), table, fast...)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	taken, err := other.AcquireLockWithContext(ctx, "k", dynamolock.WithAdditionalTimeToWaitForLock(10*time.Second))
-	require.NoError(t, err, "the key the first write took is free to others")
-	t.Logf("taken by another client %s after the first write landed", time.Since(began).Round(time.Millisecond))
+	taken, err := other.AcquireLockWithContext(ctx, key, dynamolock.WithAdditionalTimeToWaitForLock(10*time.Second))
+	require.NoError(t, err, "the key %s took is free to others", what)
+	t.Logf("taken by another client %s after %s landed", time.Since(began).Round(time.Millisecond), what)
 	require.NoError(t, taken.Close())
+}
+
+// TestSessionReentrantAdoptionTakesBackItsWriteInDoubt: a reentrant
+// acquisition under a session sends its write, whose answer is lost; while
+// it reads the key to learn whether the write landed, another acquisition
+// of the client takes the key, and the reentrant call returns that lock
+// (the one held here). Its own write, delayed on its way, lands after that
+// lock was released, on the free key: the item names the live session and
+// no lock holds it. Before the fix the call forgot its write once it had a
+// lock it did not write (the simulation's seed 62000063, invariant 21),
+// and nothing freed the key while the session lived.
+func TestSessionReentrantAdoptionTakesBackItsWriteInDoubt(t *testing.T) {
+	table, db, c, first, late := sessionWithLateFirstWrite(t)
+	other := make(chan struct{})
+	// The reentrant call's read after its lost answer waits until the
+	// other acquisition holds the key.
+	db.Add(&faults.Rule{Op: "GetItem", Match: keyIs("k"), Times: 1, Before: func(ctx context.Context) error {
+		select {
+		case <-other:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	type result struct {
+		l   *dynamolock.Lock
+		err error
+	}
+	adopted := make(chan result, 1)
+	go func() {
+		l, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithReentrant(),
+			dynamolock.WithRefreshPeriod(50*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(5*time.Second))
+		adopted <- result{l, err}
+	}()
+	waitFor(t, 10*time.Second, "the reentrant call's first write", func() bool { return db.Hits(first) == 1 })
+	held, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithRefreshPeriod(50*time.Millisecond))
+	require.NoError(t, err, "the other acquisition takes the free key")
+	close(other)
+	r := <-adopted
+	require.NoError(t, r.err)
+	require.Equal(t, held.FencingToken(), r.l.FencingToken(), "the reentrant call returns the lock held here")
+	ok, err := c.ReleaseLockWithContext(context.Background(), held)
+	require.NoError(t, err)
+	require.True(t, ok)
+	lateErr := landLate(t, db, first, late, "the reentrant call's write was not sent") // it lands on the released key
+	require.NoError(t, lateErr, "the reentrant call's write landed")
+	freeToOthers(t, table, "k", "the reentrant call's write")
 }
 
 // readsSeen is a connection that reports each GetItem it answers.

@@ -19,7 +19,10 @@ import (
 // session) whose queue has a fair entry with no fair entry before it: if
 // that entry's call still waits, with its first read of the holder's
 // record version number (not renewed since) more than the item's lease
-// plus deadHolderSlack ago, it is a violation. Checked only where nothing
+// plus deadHolderSlack ago, and it has been the first fair entry for more
+// than one of its refresh periods plus that slack when a fair entry in
+// front of it left (that entry held it up until then, and the waiter
+// learns of the leave at its next read: seed 62000105), it is a violation. Checked only where nothing
 // else may hold the waiter up: no request of its client on the key met a
 // fault since that read (a client's calls take turns on a key), no write
 // of it was refused by another's transaction in progress, it was not
@@ -61,7 +64,17 @@ func (w *world) checkDeadHolders() {
 			}
 		}
 		if first == nil {
+			delete(w.firstFair, k)
 			continue
+		}
+		head, ok := w.firstFair[k]
+		switch {
+		case !ok:
+			head = fairHead{id: first.id} // first from its start: no fair entry held it up
+			w.firstFair[k] = head
+		case head.id != first.id:
+			head = fairHead{id: first.id, since: now} // the fair entry in front of it left now
+			w.firstFair[k] = head
 		}
 		c := w.entryCall[k][first.id]
 		if c == nil || c.done || !c.plan.fair || c.client.ownerName() == owner {
@@ -71,7 +84,7 @@ func (w *world) checkDeadHolders() {
 		if !ok || seen.rvn != rvn {
 			continue
 		}
-		deadline := seen.at.Add(lease + deadHolderSlack)
+		deadline := later(seen.at.Add(lease), head.since.Add(c.plan.refresh)).Add(deadHolderSlack)
 		if !now.After(deadline) || !w.cleanSince(c, k, seen.at, deadline) {
 			continue
 		}
@@ -80,6 +93,21 @@ func (w *world) checkDeadHolders() {
 			w.pkOf(k), c.client.name, c.id, c.plan.refresh.Round(time.Millisecond), first.id, now.Sub(seen.at).Round(time.Millisecond),
 			owner, rvn, lease, showItem(it))
 	}
+}
+
+// fairHead is a key's first fair entry and when the fair entry in front
+// of it left (zero: there was none since the checker saw it).
+type fairHead struct {
+	id    string
+	since time.Time
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // cleanSince reports whether nothing but the library could have held up

@@ -227,6 +227,7 @@ type world struct {
 	orphans       map[string]*orphan             // invariant 21
 	keyReads      map[string]*keyReads           // invariant 22 (budget_test.go)
 	deadHolders   map[string]string              // invariant 23: the record version number reported, by key
+	firstFair     map[string]fairHead            // invariant 23: each key's first fair entry, and since when
 	keyFault      map[string]time.Time           // client name, NUL, key → when a request of it on that item last met a fault
 	lead          leaderState                    // Runs' terms and resumes (leaders_test.go)
 
@@ -295,7 +296,7 @@ func simulate(seed uint64, dur time.Duration) *world {
 		undoFaulted: map[int]bool{}, callGhost: map[int]bool{}, forced: map[relKey]bool{}, adopted: map[relKey]string{}, conflictAt: map[string]time.Time{},
 		byName: map[string]*simClient{}, entryCall: map[string]map[string]*simCall{}, sessions: map[string]*sessionInfo{},
 		sessionNamed: map[string]bool{}, itemWriter: map[string]*simCall{}, orphans: map[string]*orphan{}, keyReads: map[string]*keyReads{},
-		deadHolders: map[string]string{}, keyFault: map[string]time.Time{},
+		deadHolders: map[string]string{}, firstFair: map[string]fairHead{}, keyFault: map[string]time.Time{},
 	}
 	w.enter()
 	if r.IntN(4) == 0 {
