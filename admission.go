@@ -144,7 +144,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 
 // admissionMargin is the share of its lease the most overdue queued
 // heartbeat must still have for admission control to take a new lock. At
-// the admission fraction (0.8 by default) and a steady rate, a saturated
+// the admission fraction (0.6 by default) and a steady rate, a saturated
 // scheduler sends each beat with about 1 − fraction of its lease left;
 // below this margin the rate has fallen or the admitted load is more than
 // it showed.

@@ -28,8 +28,13 @@ import (
 // once, far more than the backend renews). At a fraction of 0.95, 55 were
 // lost, at 1.0 106, and at 0.9 6, all in the slowdown: a fall of a fifth
 // is more than the margin those fractions leave. (With other seeds of the
-// rate, found in review: the default held 822–950 and lost none in 12;
-// 0.9 lost locks with 3 of them, 1.0 with 10.)
+// rate, found in review: the default of then, 0.8, held 822–950 and lost
+// none in 12; 0.9 lost locks with 3 of them, 1.0 with 10.) Those figures
+// are of the rule before issue 60 (the worst half-second window of 10 s);
+// with the worst span of a minute, counted on less while young, and the
+// default of 0.6, the default holds 658 here and loses none. What it must
+// not fall under: two thirds of its fraction of the bound (the worst span
+// of this backend is about three quarters of its nominal rate).
 func TestUnpacedAskAtAMovingRateLosesNone(t *testing.T) {
 	const (
 		n       = 3000
@@ -99,8 +104,8 @@ func TestUnpacedAskAtAMovingRateLosesNone(t *testing.T) {
 		if refused.Load() == 0 {
 			t.Errorf("none refused: %d locks cannot all be renewed at %.0f writes/s", n, rate)
 		}
-		if float64(st.HeldLocks) < 0.5*bound {
-			t.Errorf("held %d, under half the bound %.0f: admission refuses what could be renewed", st.HeldLocks, bound)
+		if floor := 2.0 / 3 * dynamolock.DefaultHeartbeatAdmission * bound; float64(st.HeldLocks) < floor {
+			t.Errorf("held %d, under two thirds of %g of the bound %.0f (%.0f): admission refuses what could be renewed", st.HeldLocks, dynamolock.DefaultHeartbeatAdmission, bound, floor)
 		}
 		if err := c.Close(); err != nil {
 			t.Fatal(err)

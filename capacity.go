@@ -14,6 +14,7 @@ import (
 // (capacity, roundTrip) from any goroutine.
 type capacityMeter struct {
 	workers int // WithHeartbeatConcurrency
+	span    int // the windows whose rate together counts (see worstSpan)
 
 	// Published (float64 bits; nanoseconds).
 	capacityBits  atomic.Uint64 // renewals per second the workers sustain; 0: not measured yet
@@ -40,12 +41,19 @@ type capacityMeter struct {
 	windowIdle  bool        // a worker was free at some point of the window
 	lastRate    float64     // the successful beats per second of the last window, saturated or not
 	satWindows  []satWindow // the last saturated windows, oldest first
-	satRate     float64     // the lowest rate of those in measureMemory, or risen since; 0: none yet
+	satRate     float64     // the worst span of those in rateMemory (see measure), or risen since; 0: none yet
 	satAt       time.Time   // when the last saturated window ended
 }
 
-func newCapacityMeter(workers int) capacityMeter {
-	return capacityMeter{workers: workers, satWindows: make([]satWindow, 0, measureMemory/measureWindow)}
+// newCapacityMeter is the meter of workers heartbeat workers renewing
+// locks of lease (the client's default): its spans (see worstSpan) last
+// half such a lease, up to rateSpan.
+func newCapacityMeter(workers int, lease time.Duration) capacityMeter {
+	span := int(min(rateSpan, lease/2) / measureWindow)
+	span = max(span, 1)
+	// The memory's windows, and those before it that a span ending in it
+	// begins with.
+	return capacityMeter{workers: workers, span: span, satWindows: make([]satWindow, 0, int(rateMemory/measureWindow)+span)}
 }
 
 // beat counts a successful heartbeat that took rtt, ending at now.
@@ -157,6 +165,23 @@ func (m *capacityMeter) risen(now time.Time) float64 {
 	return rise(c, k, float64(m.workers)/rtt.Seconds())
 }
 
+// youngShare is the share of the worst of n saturated windows that the
+// capacity counts on: all of it once the windows fill rateMemory, and
+// youngDiscount less for a single window, in proportion between. The worst
+// of a few windows is an optimistic guess at the worst of a minute, and a
+// lock admitted on it cannot be taken back when the minute shows worse:
+// the same client on DynamoDB Local (issue 60) read 880 renewals/s in its
+// first seconds of saturated windows and admitted 2,083 locks of 3 s on
+// it (at the fraction of 0.8 then), then read 791 within the minute and 731
+// within two, the held locks needing 0.97 of it.
+func youngShare(n int) float64 {
+	full := int(rateMemory / measureWindow)
+	return 1 - youngDiscount*float64(full-min(n, full))/float64(full)
+}
+
+// youngDiscount is what youngShare takes off the worst of one window.
+const youngDiscount = 0.25
+
 // rise is a stale saturated rate after k windows with a free worker: a
 // quarter more for each, never above little (workers / round trip) nor
 // below rate.
@@ -169,10 +194,12 @@ func rise(rate float64, k int64, little float64) float64 {
 func (m *capacityMeter) roundTrip() time.Duration { return time.Duration(m.rttNanos.Load()) }
 
 // measure counts a successful beat and publishes the capacity: the lowest
-// rate of the windows of the last measureMemory in which every worker
-// stayed busy (what the workers and DynamoDB together sustained at their
-// worst: a lock admitted at the average rate is lost in the next dip that
-// lasts longer than its lease's slack), or, before any such window,
+// rate, over spans of up to rateSpan (see worstSpan), of the windows of
+// the last rateMemory in which every worker stayed busy (what the workers
+// and DynamoDB together sustained at their worst: a lock admitted at the
+// average rate is lost in the next dip that lasts longer than its lease's
+// slack), less while those windows are few (youngShare), or, before any
+// such window,
 // workers / round trip (Little's law, from the moving average of recent
 // beats' round trips), which overestimates when the workers are not the
 // bottleneck.
@@ -207,13 +234,9 @@ func (m *capacityMeter) measure(now time.Time) {
 			if len(m.satWindows) == cap(m.satWindows) {
 				m.satWindows = append(m.satWindows[:0], m.satWindows[1:]...)
 			}
-			m.satWindows = append(m.satWindows, satWindow{end: now, rate: rate})
-			m.satRate = math.Inf(1)
-			for _, w := range m.satWindows {
-				if now.Sub(w.end) <= measureMemory {
-					m.satRate = min(m.satRate, w.rate)
-				}
-			}
+			m.satWindows = append(m.satWindows, satWindow{start: m.windowStart, end: now, beats: m.windowBeats})
+			worst, n := worstSpan(m.satWindows, m.span, now.Add(-rateMemory))
+			m.satRate = worst * youngShare(n)
 			m.satAt = now
 		case m.satRate > 0 && stale:
 			// One window, or as many as passed with no beat since the
@@ -246,19 +269,78 @@ func later(a, b time.Time) time.Time {
 
 // measureWindow is how long a window of the saturated rate lasts, and
 // measureHorizon how long a saturated rate stands as measured after the
-// last window that measured it.
+// last window that measured it. measureMemory is how long the meter
+// trusts what it heard (a client that heard no beat for as long counts as
+// unmeasured; a throttle's ceiling holds as long).
+//
+// rateMemory is how far back the capacity is the worst saturated window:
+// the rate a backend sustains wobbles on a scale of minutes, not seconds.
+// One client asking for 5,000 locks of 3 s on DynamoDB Local (issue 60)
+// saw the worst window of the last 10 s go from 734 renewals/s to 988
+// and back to 690 within two minutes, at the same load: admission took
+// locks up to 0.8 of the higher reading, and a dip of two seconds at
+// 760/s then ran the backlog past the leases' slack and lost 35 at once.
+// The worst window of the minute before that grant was 734.
 const (
 	measureWindow  = 500 * time.Millisecond
 	measureHorizon = 3 * time.Second
-	measureMemory  = 10 * time.Second // satWindows holds this many windows
+	measureMemory  = 10 * time.Second
+	rateMemory     = time.Minute // satWindows holds this many windows
+	rateSpan       = 2 * time.Second
 )
 
 // rttMemory is the time in which faster beats bring the average round
 // trip down by e (see capacityMeter.beat).
 const rttMemory = time.Second
 
-// satWindow is one saturated window's end and rate.
+// satWindow is one saturated window: when it started and ended, and the
+// successful beats that ended in it.
 type satWindow struct {
-	end  time.Time
-	rate float64
+	start, end time.Time
+	beats      int
+}
+
+// worstSpan is the lowest rate of the spans of k consecutive saturated
+// windows among ws (oldest first) that end after since, and how many
+// windows ended after since. Windows are consecutive when one started as
+// the one before ended (no window with a free worker between them); a run
+// of consecutive windows shorter than k is a span of its own. A lock is
+// lost only when the renewals fall short over a stretch as long as its
+// lease's slack: the rate over half a second dips far lower, and more
+// often, than over a few seconds (one client on DynamoDB Local, issue 60:
+// the worst half second of a minute at 0.60 to 0.75 of the mean, the
+// worst 2 s at 0.72 to 0.85), and would refuse locks that no dip of the
+// backend could lose.
+func worstSpan(ws []satWindow, k int, since time.Time) (float64, int) {
+	worst, n := math.Inf(1), 0
+	run := 0 // index of the first window of the run ws[i] is in
+	for i := range ws {
+		if i > 0 && !ws[i].start.Equal(ws[i-1].end) {
+			run = i
+		}
+		if !ws[i].end.After(since) {
+			continue
+		}
+		n++
+		from := i - k + 1
+		if from < run {
+			// Shorter than k so far: a span only once its run ends (the
+			// next window is not consecutive, or there is none).
+			if i+1 < len(ws) && ws[i+1].start.Equal(ws[i].end) {
+				continue
+			}
+			from = run
+		}
+		beats := 0
+		for _, w := range ws[from : i+1] {
+			beats += w.beats
+		}
+		if d := ws[i].end.Sub(ws[from].start); d > 0 {
+			worst = min(worst, float64(beats)/d.Seconds())
+		}
+	}
+	if math.IsInf(worst, 1) {
+		return 0, n
+	}
+	return worst, n
 }

@@ -14,7 +14,7 @@ import (
 // beats showed ten, and the client refused acquisitions without cause (the
 // simulation's invariant 14).
 func TestCapacityMeterForgetsAnOldSlowBeat(t *testing.T) {
-	m := newCapacityMeter(1)
+	m := newCapacityMeter(1, DefaultLeaseDuration)
 	now := time.Unix(1000, 0)
 	m.beat(12270*time.Millisecond, now) // the first beat: it spanned the pause
 	if got := m.roundTrip(); got < time.Second {
@@ -40,7 +40,7 @@ func TestCapacityMeterForgetsAnOldSlowBeat(t *testing.T) {
 // two round trips of its lease are left, would give up every lock queued
 // for a worker after the pause, those a 100 ms beat could still save.
 func TestCapacityMeterOneSlowBeatCountsForAnEighth(t *testing.T) {
-	m := newCapacityMeter(32)
+	m := newCapacityMeter(32, DefaultLeaseDuration)
 	now := time.Unix(1000, 0)
 	for range 100 {
 		now = now.Add(100 * time.Millisecond)
@@ -58,7 +58,7 @@ func TestCapacityMeterOneSlowBeatCountsForAnEighth(t *testing.T) {
 // measured. Before, it set a ceiling of 0 renewals/s, which kept every
 // acquisition out for the meter's memory (10 s).
 func TestThrottleBeforeAnyMeasureSetsNoCeiling(t *testing.T) {
-	m := newCapacityMeter(4)
+	m := newCapacityMeter(4, DefaultLeaseDuration)
 	now := time.Unix(1000, 0)
 	m.beat(10*time.Millisecond, now)
 	m.throttled(ThrottleProvisioned, now.Add(5*time.Millisecond))

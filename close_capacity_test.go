@@ -133,7 +133,7 @@ func TestCloseWhenRoundTripsGrewLosesNoLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Four workers at 100 ms renew 40 locks a second: admission takes
-		// what 0.8 of that allows, and refuses the rest.
+		// what 0.6 of that allows, and refuses the rest.
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range 8 {

@@ -27,7 +27,7 @@ const (
 	// DefaultHeartbeatAdmission is the share of the measured heartbeat
 	// capacity that held locks may use before new acquisitions wait; see
 	// [WithHeartbeatAdmission].
-	DefaultHeartbeatAdmission = 0.8
+	DefaultHeartbeatAdmission = 0.6
 	// DefaultMaxLockObservationCacheSize bounds the client's observations of
 	// other owners' items; see [WithMaxLockObservationCacheSize].
 	DefaultMaxLockObservationCacheSize = 10000
@@ -144,7 +144,7 @@ func WithHeartbeatConcurrency(n int) ClientOption {
 // slower than the margin allows. docs/HEARTBEATS.md in the module's source
 // says how the rate is measured and how the default was chosen.
 //
-// Default: [DefaultHeartbeatAdmission] (0.8). fraction must lie between 0
+// Default: [DefaultHeartbeatAdmission] (0.6). fraction must lie between 0
 // and 1; 0 turns admission control off.
 func WithHeartbeatAdmission(fraction float64) ClientOption {
 	return func(c *Client) { c.cfg.heartbeatAdmission = fraction }

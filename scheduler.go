@@ -110,7 +110,7 @@ func newScheduler(c *Client) *scheduler {
 		admitUntil: make([]int64, max(1, c.cfg.heartbeatConcurrency/4)),
 		admitGen:   make([]uint64, max(1, c.cfg.heartbeatConcurrency/4)),
 		epoch:      c.now(),
-		meter:      newCapacityMeter(c.cfg.heartbeatConcurrency),
+		meter:      newCapacityMeter(c.cfg.heartbeatConcurrency, c.cfg.leaseDuration),
 	}
 	s.slackBits.Store(math.Float64bits(math.Inf(1)))
 	s.ctx, s.cancel = context.WithCancel(context.Background())

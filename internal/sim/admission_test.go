@@ -18,7 +18,7 @@ import (
 // (ErrHeartbeatCapacity). Invariant 14, no refusal without cause: a client
 // refuses only while its renewals could not keep up. The check is from
 // outside the library: the round trips of the client's heartbeats over
-// the meter's memory (10 s) and the locks it holds and asks for. A refusal
+// the meter's memory (a minute) and the locks it holds and asks for. A refusal
 // is without cause when, even at the slowest of those round trips, the
 // client's workers could renew twice what the held locks, the acquisitions
 // in flight and the refused one need (one renewal per lease each) at the
@@ -27,8 +27,8 @@ import (
 // refusal.
 
 // admissionMemory is how far back the check looks at heartbeat round
-// trips: the capacity meter's memory of saturated windows.
-const admissionMemory = 10 * time.Second
+// trips: the capacity meter's memory of saturated windows (rateMemory).
+const admissionMemory = time.Minute
 
 // beatLog is one client's heartbeat round trips, as the library sees them.
 type beatLog struct {

@@ -88,7 +88,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 		lease      = fs.Duration("lease", 3*time.Second, "capacity, session: lease duration")
 		heartbeat  = fs.Duration("heartbeat", time.Second, "capacity, session: heartbeat period")
 		conc       = fs.Int("concurrency", 0, "capacity: WithHeartbeatConcurrency (0: the default, 32)")
-		admission  = fs.Float64("admission", 0, "capacity: WithHeartbeatAdmission (0: the default, 0.8)")
+		admission  = fs.Float64("admission", 0, "capacity: WithHeartbeatAdmission (0: the default, 0.6)")
 		workers    = fs.Int("acquire-workers", 16, "capacity: acquisitions in flight while taking the locks; session: goroutines asking at once (default "+strconv.Itoa(bench.DefaultSessionPlan().Workers)+")")
 		compare    = fs.Bool("compare", bench.DefaultSessionPlan().Compare, "session: after each N under a session, the same client without one (-compare=false: none)")
 		maxRefused = fs.Int("max-refused", bench.DefaultSessionPlan().MaxRefused, "session -compare: stop asking once this many acquisitions were refused for heartbeat capacity (0: no bound)")

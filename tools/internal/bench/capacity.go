@@ -25,7 +25,7 @@ type CapacityConfig struct {
 	Lease          time.Duration
 	Heartbeat      time.Duration
 	Concurrency    int     // WithHeartbeatConcurrency; 0: the default
-	Admission      float64 // WithHeartbeatAdmission; 0: the default (0.8)
+	Admission      float64 // WithHeartbeatAdmission; 0: the default (0.6)
 	AcquireWorkers int     // acquisitions in flight while taking the N locks
 	// Unpaced asks for the N locks as fast as AcquireWorkers allow, with
 	// no pause for the heartbeat backlog: whether they can be renewed is

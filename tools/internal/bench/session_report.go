@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/arielsrv/dynamolock/v2"
 )
 
 // SessionResult is the sessions section: for each N a run under one
@@ -69,9 +71,9 @@ func (r *SessionResult) Markdown(cmd string) string {
 		plain := ""
 		for _, y := range r.Runs {
 			if y.Plain {
-				plain = fmt.Sprintf(" Without one (\"per-lock\"), every lock renews its own item and admission control (its default fraction, 0.8) decides what the client takes; "+
+				plain = fmt.Sprintf(" Without one (\"per-lock\"), every lock renews its own item and admission control (its default fraction, %g) decides what the client takes; "+
 					"the asking stops once %s acquisitions were refused with `ErrHeartbeatCapacity` (each refusal first waits out its lease) or after %s of asking, and the keys not asked by then are counted as such.",
-					commas(int64(y.MaxRefused)), y.AskBudget)
+					dynamolock.DefaultHeartbeatAdmission, commas(int64(y.MaxRefused)), y.AskBudget)
 				break
 			}
 		}
