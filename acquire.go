@@ -500,9 +500,9 @@ func (a *acquisition) decideNext(ctx context.Context, w *watch) (*Lock, error) {
 // holder was seen, the lease this call asks for stands in for the
 // holder's.
 func (a *acquisition) deadlineFor(w *watch) time.Time {
-	if v := &w.v; w.firstLease == 0 && v.rec != nil && !v.rec.released {
-		lease := v.rec.lease
-		if s, ok := v.sessions[v.rec.session]; ok {
+	if v := &w.v; w.firstLease == 0 && v.rec != nil && !v.rec.Released {
+		lease := v.rec.Lease
+		if s, ok := v.sessions[v.rec.Session]; ok {
 			lease = s.lease // a session's lock: the holder's lease is its session's
 		}
 		w.firstLease = max(lease, 1)
@@ -510,8 +510,8 @@ func (a *acquisition) deadlineFor(w *watch) time.Time {
 			a.deadline = d
 		}
 		if !a.o.failIfLocked {
-			a.c.cfg.logger.LogAttrs(context.Background(), slog.LevelDebug, "waiting for lock", slogKey(w.key), slogOwner(v.rec.owner),
-				slogRVN(v.rec.rvn), slogDuration("lease", v.rec.lease))
+			a.c.cfg.logger.LogAttrs(context.Background(), slog.LevelDebug, "waiting for lock", slogKey(w.key), slogOwner(v.rec.Owner),
+				slogRVN(v.rec.RVN), slogDuration("lease", v.rec.Lease))
 		}
 	}
 	if a.deadline.IsZero() {

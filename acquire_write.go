@@ -479,9 +479,9 @@ func (c *Client) plainAcquireWrite(key string, sortKey *string, o *acquireLockOp
 	values[":one"] = &types.AttributeValueMemberN{Value: c.plain.one}
 	c.expiryValues(values, sent, o.lease, rvn)
 	w.setExpiry(values, c.cfg.ttlAttribute)
-	w.fresh = &lockRecord{owner: c.cfg.ownerName, lease: o.lease, rvn: rvn, fencingToken: w.tokenBase + 1}
+	w.fresh = &lockRecord{Owner: c.cfg.ownerName, Lease: o.lease, RVN: rvn, FencingToken: w.tokenBase + 1}
 	if c.cfg.clockSkewBound > 0 {
-		w.fresh.leaseExpiresAt, w.fresh.expiryRVN = ceilMilli(sent.Add(o.lease)), rvn
+		w.fresh.LeaseExpiresAt, w.fresh.ExpiryRVN = ceilMilli(sent.Add(o.lease)), rvn
 	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.cfg.tableName),

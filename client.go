@@ -319,14 +319,14 @@ func (c *Client) readLock(ctx context.Context, key string, sk *string) (*Lock, e
 // consistent GetItem) unless this client read it within maxAge. Every
 // read-only view of an item goes through it.
 func (c *Client) throughSession(ctx context.Context, rec *lockRecord, maxAge time.Duration) error {
-	if rec.session == "" || rec.released {
+	if rec.Session == "" || rec.Released {
 		return nil
 	}
-	st, err := c.sessionState(ctx, rec.session, maxAge)
+	st, err := c.sessionState(ctx, rec.Session, maxAge)
 	if err != nil {
-		return fmt.Errorf("its session %q: %w", rec.session, err)
+		return fmt.Errorf("its session %q: %w", rec.Session, err)
 	}
-	rec.released, rec.lease = st.ended, st.lease
+	rec.Released, rec.Lease = st.ended, st.lease
 	return nil
 }
 

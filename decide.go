@@ -119,33 +119,33 @@ func decide(in decideInput) decision {
 		return decision{step: stepWrite}
 	case v.bad != nil:
 		return decision{step: stepFail, err: notGranted(v.bad, "key %q holds an item this client cannot interpret; it is treated as held", in.key)}
-	case v.rec.released:
+	case v.rec.Released:
 		return decision{step: stepWrite}
 	}
 	rec := v.rec
-	if rec.owner == in.owner {
-		if a, ok := in.attempts[rec.rvn]; ok {
+	if rec.Owner == in.owner {
+		if a, ok := in.attempts[rec.RVN]; ok {
 			if in.now.Before(a.sent.Add(a.lease)) {
-				return decision{step: stepClaim, claim: rec.rvn}
+				return decision{step: stepClaim, claim: rec.RVN}
 			}
 			// Ours, but its lease is over: take it anew (rewriteOwn).
 			return rewriteOwn(a, in.now, in.start, in.deadline, in.o.refreshPeriod, len(in.attempts), in.key,
-				decision{step: stepWrite, takeover: rec.rvn})
+				decision{step: stepWrite, takeover: rec.RVN})
 		}
-		if in.o.reentrant && !in.inFlightHere && (rec.session == "" || rec.session == in.ownSession) {
+		if in.o.reentrant && !in.inFlightHere && (rec.Session == "" || rec.Session == in.ownSession) {
 			// A lock of another live session is not adoptable: its holder
 			// renews no lease of its own, so it would never learn of the
 			// adoption. It is judged by its session below, as any holder.
-			return decision{step: stepWrite, takeover: rec.rvn, reentrant: true} // Java's reentrant: an item naming our owner is ours to take
+			return decision{step: stepWrite, takeover: rec.RVN, reentrant: true} // Java's reentrant: an item naming our owner is ours to take
 		}
 	}
-	staleAt, lease := v.seen.Add(rec.lease), rec.lease
+	staleAt, lease := v.seen.Add(rec.Lease), rec.Lease
 	var end []sessionState
-	switch s, ok := v.sessions[rec.session]; {
-	case rec.session != "" && !ok:
+	switch s, ok := v.sessions[rec.Session]; {
+	case rec.Session != "" && !ok:
 		// Not judged yet (not reached: learn records it): read again.
 		return decision{step: stepRead, at: in.now.Add(in.o.refreshPeriod - in.jitter)}
-	case rec.session != "":
+	case rec.Session != "":
 		// Held by a session: live while the session is (docs/SESSIONS.md).
 		staleAt, lease = s.deadAt(in.now), s.lease
 		if !s.ended {
@@ -156,17 +156,17 @@ func decide(in decideInput) decision {
 	}
 	switch {
 	case !in.now.Before(staleAt):
-		return decision{step: stepWrite, takeover: rec.rvn, stale: true, endSessions: end}
+		return decision{step: stepWrite, takeover: rec.RVN, stale: true, endSessions: end}
 	case in.o.failIfLocked:
-		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.owner, LeaseDuration: lease, ownOwner: rec.owner == in.owner,
-			heldHere: in.heldHere, sessionHeld: rec.session != "" && rec.session != in.ownSession}, "FailIfLocked")}
+		return decision{step: stepFail, err: notGranted(&LockHeldError{Key: in.key, Owner: rec.Owner, LeaseDuration: lease, ownOwner: rec.Owner == in.owner,
+			heldHere: in.heldHere, sessionHeld: rec.Session != "" && rec.Session != in.ownSession}, "FailIfLocked")}
 	case !in.now.Before(in.deadline):
 		te := &TimeoutError{Age: in.now.Sub(in.start)}
 		if in.handsChanged > 0 {
 			return decision{step: stepFail, err: notGranted(te, "key %q changed hands %d times while this call waited; held by owner %q at the end%s",
-				in.key, in.handsChanged, rec.owner, heldByUs(rec.owner, in.owner, in.heldHere))}
+				in.key, in.handsChanged, rec.Owner, heldByUs(rec.Owner, in.owner, in.heldHere))}
 		}
-		return decision{step: stepFail, err: notGranted(te, "key %q stayed held by owner %q%s", in.key, rec.owner, heldByUs(rec.owner, in.owner, in.heldHere))}
+		return decision{step: stepFail, err: notGranted(te, "key %q stayed held by owner %q%s", in.key, rec.Owner, heldByUs(rec.Owner, in.owner, in.heldHere))}
 	}
 	// Poll once a refresh period, but wake exactly when the item could
 	// become stale or the wait ends.

@@ -15,7 +15,7 @@ func TestDecide(t *testing.T) {
 	const lease = 10 * time.Second
 	opts := &acquireLockOptions{refreshPeriod: time.Second, additionalTimeToWait: time.Second}
 	holder := func(owner, rvn string) *view {
-		return &view{known: true, rec: &lockRecord{owner: owner, rvn: rvn, lease: lease}, seen: t0}
+		return &view{known: true, rec: &lockRecord{Owner: owner, RVN: rvn, Lease: lease}, seen: t0}
 	}
 	netErr := errors.New("connection reset")
 	cases := []struct {
@@ -40,7 +40,7 @@ func TestDecide(t *testing.T) {
 			want: decision{step: stepFail}, wantErr: "WithAcquireOnlyIfLockAlreadyExists"},
 		{name: "undecodable item: treated as held, give up", v: &view{known: true, bad: &ItemFormatError{Attribute: "data", Reason: "not of type B"}}, now: t0,
 			want: decision{step: stepFail}, wantErr: `attribute "data"`},
-		{name: "released item: write", v: &view{known: true, rec: &lockRecord{owner: "other", rvn: "r1", released: true, lease: lease}}, now: t0,
+		{name: "released item: write", v: &view{known: true, rec: &lockRecord{Owner: "other", RVN: "r1", Released: true, Lease: lease}}, now: t0,
 			want: decision{step: stepWrite}},
 		{name: "our own write landed, within its lease: claim", v: holder("me", "mine"), now: t0.Add(time.Second),
 			attempts: map[string]attempt{"mine": {sent: t0, lease: lease}}, want: decision{step: stepClaim, claim: "mine"}},
@@ -86,7 +86,7 @@ func TestDecide(t *testing.T) {
 		{name: "live holder, deadline near: wake at the deadline", v: holder("other", "r1"), now: t0.Add(time.Second),
 			o:    &acquireLockOptions{refreshPeriod: 5 * time.Second, additionalTimeToWait: time.Second},
 			want: decision{step: stepRead, at: t0.Add(3 * time.Second), due: t0.Add(3 * time.Second), end: t0.Add(3 * time.Second)}},
-		{name: "poll failed but the last item is stale: take over", v: &view{known: true, rec: &lockRecord{owner: "other", rvn: "r1", lease: lease}, seen: t0, failed: netErr},
+		{name: "poll failed but the last item is stale: take over", v: &view{known: true, rec: &lockRecord{Owner: "other", RVN: "r1", Lease: lease}, seen: t0, failed: netErr},
 			now: t0.Add(lease), want: decision{step: stepWrite, takeover: "r1", stale: true}},
 	}
 	for _, tc := range cases {

@@ -163,7 +163,7 @@ func TestQueuesDecodeInIDOrder(t *testing.T) {
 		ws, _, _ := queueOf(item)
 		var ids []string
 		for _, w := range ws {
-			ids = append(ids, w.id)
+			ids = append(ids, w.ID)
 		}
 		if !sorted(ids) {
 			t.Fatalf("run %d: queueOf gave the waiters in the order %v, want id order", run, ids)
@@ -174,14 +174,14 @@ func TestQueuesDecodeInIDOrder(t *testing.T) {
 		}
 		ids = ids[:0]
 		for _, w := range v.queue {
-			ids = append(ids, w.id)
+			ids = append(ids, w.ID)
 		}
 		if !sorted(ids) {
 			t.Fatalf("run %d: the read/write view's queue is in the order %v, want id order", run, ids)
 		}
 		ids = ids[:0]
 		for _, r := range v.readers {
-			ids = append(ids, r.id)
+			ids = append(ids, r.ID)
 		}
 		if !sorted(ids) {
 			t.Fatalf("run %d: the read/write view's readers are in the order %v, want id order", run, ids)

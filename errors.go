@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
 // Sentinel errors. Compare with [errors.Is]: most errors returned by this
@@ -351,11 +353,11 @@ func (l *Lock) holderTakenHow(item map[string]types.AttributeValue) string {
 	}
 	owner, token := l.OwnerName(), l.FencingToken()
 	switch {
-	case rec.owner != owner:
-		return fmt.Sprintf("taken by owner %q", rec.owner)
-	case rec.released:
+	case rec.Owner != owner:
+		return fmt.Sprintf("taken by owner %q", rec.Owner)
+	case rec.Released:
 		return "released by another client with this owner name (a force release, as lock-example force-release makes)"
-	case rec.fencingToken != token:
+	case rec.FencingToken != token:
 		return "taken by another acquisition with this owner name"
 	}
 	return ""
@@ -371,4 +373,13 @@ type ItemFormatError struct {
 
 func (e *ItemFormatError) Error() string {
 	return fmt.Sprintf("dynamolock: malformed lock item: attribute %q: %s", e.Attribute, e.Reason)
+}
+
+// formatErr is err with a *lockitem.FormatError (the item decoder's) made
+// the public *ItemFormatError.
+func formatErr(err error) error {
+	if fe, ok := err.(*lockitem.FormatError); ok {
+		return &ItemFormatError{Attribute: fe.Attribute, Reason: fe.Reason}
+	}
+	return err
 }

@@ -95,10 +95,10 @@ func expiryAttrs(b *lockitem.Expr) string {
 // stored expiry, or when the expiry was written for another RVN than the
 // item carries.
 func (c *Client) staleByClockAt(rec *lockRecord, now time.Time) (time.Time, bool) {
-	if c.cfg.clockSkewBound <= 0 || rec.leaseExpiresAt <= 0 || rec.expiryRVN != rec.rvn {
+	if c.cfg.clockSkewBound <= 0 || rec.LeaseExpiresAt <= 0 || rec.ExpiryRVN != rec.RVN {
 		return time.Time{}, false
 	}
-	wall := time.UnixMilli(rec.leaseExpiresAt).Add(c.cfg.clockSkewBound + time.Millisecond)
+	wall := time.UnixMilli(rec.LeaseExpiresAt).Add(c.cfg.clockSkewBound + time.Millisecond)
 	return now.Add(wall.Sub(now.Round(0))), true
 }
 

@@ -1,7 +1,6 @@
 package dynamolock
 
 import (
-	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -71,79 +69,26 @@ func WithFairness() AcquireLockOption {
 	return func(o *acquireLockOptions) { o.fair = true }
 }
 
-// waiter is one entry of the fair queue.
-type waiter struct {
-	id     string
-	ticket uint64
-	beat   string
-	lease  time.Duration
-	bad    bool // the entry cannot be interpreted: it orders nobody
-	// unordered: a waiter without WithFairness, which holds a place only
-	// for the poll schedule (pace.go): it waits for no entry and no fair
-	// waiter waits for it.
-	unordered bool
-}
+// waiter is one entry of the fair queue (lockitem.Waiter).
+type waiter = lockitem.Waiter
 
-// before orders the queue: by ticket, then by id (tickets taken from the
-// same view of the queue are equal).
-func (w waiter) before(ticket uint64, id string) bool {
-	return cmp.Or(cmp.Compare(w.ticket, ticket), cmp.Compare(w.id, id)) < 0
-}
-
-// queueOf reads the fair queue of an item. present is false when the item
-// has none; ok is false when it has one this client cannot use (not a map),
-// and fairness is then given up for this item.
+// queueOf reads the fair queue of an item (see lockitem.Queue): ok is false
+// when it has one this client cannot use, and fairness is then given up
+// for this item.
 func queueOf(item map[string]types.AttributeValue) (ws []waiter, present, ok bool) {
-	av, found := item[lockitem.FairQueue]
-	if !found {
-		return nil, false, true
-	}
-	m, isMap := av.(*types.AttributeValueMemberM)
-	if !isMap {
-		return nil, true, false
-	}
-	ws = make([]waiter, 0, len(m.Value))
-	for id, ev := range m.Value {
-		ws = append(ws, decodeWaiter(id, ev))
-	}
-	// In id order, not the map's: the writes built from the queue (which
-	// dead entries they remove, and the names they give them) are then one
-	// function of the item.
-	slices.SortFunc(ws, func(a, b waiter) int { return strings.Compare(a.id, b.id) })
-	return ws, true, true
+	return lockitem.Queue(item)
 }
 
-func decodeWaiter(id string, ev types.AttributeValue) waiter {
-	w := waiter{id: id, bad: true}
-	e, ok := ev.(*types.AttributeValueMemberM)
-	if !ok {
-		return w
-	}
-	t, err1 := uintAttr(e.Value, "t")
-	l, err2 := uintAttr(e.Value, "l")
-	b, ok := e.Value["b"].(*types.AttributeValueMemberS)
-	if err1 != nil || err2 != nil || !ok || t == 0 || t >= maxTicket || l == 0 || l > uint64(maxWaiterLease/time.Millisecond) {
-		return w
-	}
-	_, unordered := e.Value[entryUnordered]
-	return waiter{id: id, ticket: t, beat: b.Value, lease: time.Duration(l) * time.Millisecond, unordered: unordered}
-}
-
-// entryUnordered marks the entry of a waiter without WithFairness (its
-// value is the number 1; readers look only for its presence).
-const entryUnordered = "u"
-
-// maxTicket bounds tickets: an entry at or above it is not a waiter's, and
-// the next ticket never overflows.
-const maxTicket = 1 << 53
+// The queue's bounds and marks, as the item format has them.
+const (
+	entryUnordered = lockitem.EntryUnordered
+	maxTicket      = lockitem.MaxTicket
+	maxWaiterLease = lockitem.MaxWaiterLease
+)
 
 // maxRemovals bounds the dead entries one write removes, so that a queue
 // full of them never makes the update expression too long.
 const maxRemovals = 50
-
-// maxWaiterLease bounds the lease a waiter's entry may claim, so that an
-// entry written by mistake cannot hold up the queue for long.
-const maxWaiterLease = time.Hour
 
 // maxWaiters bounds the entries of a fair queue (fairQueue), so that the
 // item's size stays within what validateItemSize budgets: a waiter that
@@ -190,23 +135,23 @@ func randomID() string {
 // observe records the beats an answer showed.
 func (f *fairState) observe(ws []waiter, now time.Time) {
 	for id := range f.seen {
-		if !slices.ContainsFunc(ws, func(w waiter) bool { return w.id == id }) {
+		if !slices.ContainsFunc(ws, func(w waiter) bool { return w.ID == id }) {
 			delete(f.seen, id)
 		}
 	}
 	for _, w := range ws {
-		if s, ok := f.seen[w.id]; !ok || s.beat != w.beat {
-			f.seen[w.id] = beatSeen{beat: w.beat, at: now}
+		if s, ok := f.seen[w.ID]; !ok || s.beat != w.Beat {
+			f.seen[w.ID] = beatSeen{beat: w.Beat, at: now}
 		}
 	}
 }
 
 // deadAt is when w counts as gone: its entry unchanged for its lease.
 func (f *fairState) deadAt(w waiter) time.Time {
-	if w.bad {
+	if w.Bad {
 		return time.Time{}
 	}
-	return f.seen[w.id].at.Add(w.lease)
+	return f.seen[w.ID].at.Add(w.Lease)
 }
 
 // queueWrite is what a fair acquiring write adds to the usual one.
@@ -236,7 +181,7 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 	if !ok {
 		return d // an item this client cannot queue on: no fairness
 	}
-	mine := slices.IndexFunc(ws, func(w waiter) bool { return w.id == f.id }) >= 0
+	mine := slices.IndexFunc(ws, func(w waiter) bool { return w.ID == f.id }) >= 0
 	if d.reentrant {
 		// Ours to take at once (WithReentrant): no turn to wait for, but
 		// this call's entry goes with the write.
@@ -253,22 +198,22 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 	blocked := false
 	rank, live := 1, 1 // live: the live entries, this waiter's among them
 	for _, w := range ws {
-		if w.id == f.id {
+		if w.ID == f.id {
 			continue
 		}
 		at := f.deadAt(w)
 		if !now.Before(at) {
 			// Gone, wherever it stood: removed with our write.
 			if len(dead) < maxRemovals {
-				dead = append(dead, w.id)
+				dead = append(dead, w.ID)
 			}
 			continue
 		}
 		live++
-		if f.ticket == 0 || w.before(f.ticket, f.id) {
+		if f.ticket == 0 || w.Before(f.ticket, f.id) {
 			rank++
 		}
-		if !f.ordered || w.unordered || f.ticket != 0 && !w.before(f.ticket, f.id) {
+		if !f.ordered || w.Unordered || f.ticket != 0 && !w.Before(f.ticket, f.id) {
 			continue
 		}
 		blocked = true
@@ -388,8 +333,8 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 	ws, present, _ := queueOf(w.v.raw)
 	if p.ticket == 0 {
 		for _, w := range ws {
-			if !w.bad {
-				p.ticket = max(p.ticket, w.ticket)
+			if !w.Bad {
+				p.ticket = max(p.ticket, w.Ticket)
 			}
 		}
 		p.ticket++ // below maxTicket: valid tickets are
@@ -404,7 +349,7 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 	q := b.Name("#q", lockitem.FairQueue)
 	cond := "attribute_exists(" + b.Name("#pk", c.cfg.partitionKeyName) + ") AND "
 	var update string
-	mine := present && slices.ContainsFunc(ws, func(w waiter) bool { return w.id == p.id })
+	mine := present && slices.ContainsFunc(ws, func(w waiter) bool { return w.ID == p.id })
 	switch {
 	case mine:
 		update = "SET " + q + "." + b.Name("#w", p.id) + " = " + b.Value(":e", entry)

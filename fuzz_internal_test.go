@@ -138,16 +138,16 @@ func FuzzDecodeItem(f *testing.F) {
 			}
 			return
 		}
-		if rec.owner == "" || rec.rvn == "" || rec.lease < 0 {
+		if rec.Owner == "" || rec.RVN == "" || rec.Lease < 0 {
 			t.Fatalf("decoded an unusable record: %+v", rec)
 		}
-		if _, present := item[lockitem.IsReleased]; present != rec.released {
-			t.Fatalf("released = %v, isReleased present = %v", rec.released, present)
+		if _, present := item[lockitem.IsReleased]; present != rec.Released {
+			t.Fatalf("released = %v, isReleased present = %v", rec.Released, present)
 		}
-		if s, ok := item[lockitem.OwnerName].(*types.AttributeValueMemberS); !ok || s.Value != rec.owner {
-			t.Fatalf("owner %q from %#v", rec.owner, item[lockitem.OwnerName])
+		if s, ok := item[lockitem.OwnerName].(*types.AttributeValueMemberS); !ok || s.Value != rec.Owner {
+			t.Fatalf("owner %q from %#v", rec.Owner, item[lockitem.OwnerName])
 		}
-		for name := range rec.additional {
+		for name := range rec.Additional {
 			if client.cfg.schema.reserved(name) {
 				t.Fatalf("reserved attribute %q returned as additional", name)
 			}
@@ -193,6 +193,12 @@ func FuzzParseLease(f *testing.F) {
 			t.Fatalf("parseLease(lockitem.FormatLease(%v)) = %v, %v", d, back, err)
 		}
 	})
+}
+
+// parseLease is the item decoder's lease parser, its error the public one.
+func parseLease(s string) (time.Duration, error) {
+	d, err := lockitem.ParseLease(s)
+	return d, formatErr(err)
 }
 
 func parseLeaseParseIntFirst(s string) (time.Duration, error) {

@@ -520,7 +520,7 @@ func (l *Lock) renewedLocally(now time.Time) {
 // callback does that when it hears of its success.
 func (l *Lock) followMovedRVN(item map[string]types.AttributeValue) bool {
 	rec, ok := l.ownItem(item)
-	if !ok || rec.released {
+	if !ok || rec.Released {
 		return false
 	}
 	l.mu.Lock()
@@ -528,7 +528,7 @@ func (l *Lock) followMovedRVN(item map[string]types.AttributeValue) bool {
 	if l.reasonLocked() != nil {
 		return false
 	}
-	l.rvn = rec.rvn
+	l.rvn = rec.RVN
 	// Outstanding writes were conditioned on RVNs the item no longer has,
 	// and can no longer land.
 	r := &l.renewal

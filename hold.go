@@ -55,7 +55,7 @@ func (a *acquisition) holdRecord(ctx context.Context, w *watch, rec *lockRecord,
 		}
 		delete(a.attempts, rvn) // nothing to undo on w now: the lock is held, or register ended it
 		c.here.settled(rvn)
-		if at.unsure && rvn != rec.rvn {
+		if at.unsure && rvn != rec.RVN {
 			// An earlier write of this call whose answer was lost did not
 			// make the lock; it may be on its way still, and land once
 			// the key is free again (docs/SESSIONS.md, "Writes in doubt").
@@ -204,7 +204,7 @@ func (a *acquisition) readBack(ctx context.Context, w *watch, rvn string) (*lock
 			if err != nil {
 				return nil, err
 			}
-			if rec.owner != a.c.cfg.ownerName || rec.rvn != rvn {
+			if rec.Owner != a.c.cfg.ownerName || rec.RVN != rvn {
 				return nil, fmt.Errorf("key %q changed hands right after the transaction", w.key)
 			}
 			return rec, nil
@@ -234,7 +234,7 @@ func (a *acquisition) newLock(w *watch, rec *lockRecord, at attempt) *Lock {
 		// is the session's (Lock.lapsed): its own never ends.
 		l.shaped = true
 		l.rareLocked().source = at.sess
-		l.leaseEnd = at.sent.Add(rec.lease)
+		l.leaseEnd = at.sent.Add(rec.Lease)
 	}
 	return l
 }

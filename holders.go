@@ -94,25 +94,25 @@ func (rw *RWLock) Readers(ctx context.Context) ([]*Lock, error) {
 	now := c.now()
 	readers := make([]*Lock, 0, len(p.readers))
 	for _, r := range p.readers { // in id order (decodeRWParts)
-		if l := c.here.held(readerRegKey(rw.name, sk, r.id)); l != nil {
+		if l := c.here.held(readerRegKey(rw.name, sk, r.ID)); l != nil {
 			readers = append(readers, l)
 			continue
 		}
-		if r.bad {
+		if r.Bad {
 			return nil, fmt.Errorf("dynamolock: readers of rwlock %q: %w", rw.name,
-				&ItemFormatError{Attribute: lockitem.Readers + "." + r.id, Reason: "not a reader's entry (a beat and a positive lease in ms)"})
+				&ItemFormatError{Attribute: lockitem.Readers + "." + r.ID, Reason: "not a reader's entry (a beat and a positive lease in ms)"})
 		}
-		rec := &lockRecord{rvn: r.beat, lease: r.lease, fencingToken: p.token, session: r.session}
+		rec := &lockRecord{RVN: r.Beat, Lease: r.Lease, FencingToken: p.token, Session: r.Session}
 		// A session read since this call read the item is fresh enough:
 		// readers of one session cost one GetItem of it.
 		if err := c.throughSession(ctx, rec, c.since(now)); err != nil {
-			return nil, fmt.Errorf("dynamolock: readers of rwlock %q: reader %s: %w", rw.name, r.id, err)
+			return nil, fmt.Errorf("dynamolock: readers of rwlock %q: reader %s: %w", rw.name, r.ID, err)
 		}
-		if rec.released {
+		if rec.Released {
 			continue // its session has ended: so has the reader
 		}
 		l := newReadOnlyLock(c, rw.name, sk, rec, now)
-		readerShape{r.id}.mark(l)
+		readerShape{r.ID}.mark(l)
 		readers = append(readers, l)
 	}
 	return readers, nil

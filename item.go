@@ -14,19 +14,8 @@ import (
 	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
 )
 
-// lockRecord is a decoded lock item.
-type lockRecord struct {
-	owner          string
-	lease          time.Duration
-	rvn            string
-	data           []byte
-	released       bool
-	fencingToken   uint64
-	leaseExpiresAt int64  // epoch ms; 0 when absent
-	expiryRVN      string // the RVN leaseExpiresAt was written for
-	session        string // the key of the session holding it; "" when none
-	additional     map[string]types.AttributeValue
-}
+// lockRecord is a decoded lock item (lockitem.Record).
+type lockRecord = lockitem.Record
 
 // schema names the attributes of one client's items.
 type schema struct {
@@ -35,134 +24,25 @@ type schema struct {
 	ttlAttribute     string // "" when not configured
 }
 
-func (s schema) reserved(name string) bool {
-	return name == s.partitionKeyName || lockitem.IsOwn(name) || name != "" && (name == s.sortKeyName || name == s.ttlAttribute)
+// layout is the item layout the decoder reads with.
+func (s schema) layout() lockitem.Layout {
+	return lockitem.Layout{PartitionKey: s.partitionKeyName, SortKey: s.sortKeyName, TTL: s.ttlAttribute}
 }
+
+func (s schema) reserved(name string) bool { return s.layout().Reserved(name) }
 
 // decodeItem reads a lock item as written by this client, Amazon's Java
 // client or dynamolock v2. It never panics: anything it cannot interpret is
 // an *ItemFormatError.
 func (s schema) decodeItem(item map[string]types.AttributeValue) (*lockRecord, error) {
-	r := &lockRecord{}
-	var err error
-	if r.owner, err = stringAttr(item, lockitem.OwnerName); err != nil {
-		return nil, err
-	}
-	if r.rvn, err = stringAttr(item, lockitem.RVN); err != nil {
-		return nil, err
-	}
-	lease, err := stringAttr(item, lockitem.LeaseDuration)
-	if err != nil {
-		return nil, err
-	}
-	if r.lease, err = parseLease(lease); err != nil {
-		return nil, err
-	}
-	_, r.released = item[lockitem.IsReleased]
-	if v, ok := item[lockitem.Data]; ok {
-		b, ok := v.(*types.AttributeValueMemberB)
-		if !ok {
-			return nil, &ItemFormatError{Attribute: lockitem.Data, Reason: "not of type B"}
-		}
-		r.data = b.Value
-	}
-	if r.fencingToken, err = uintAttr(item, lockitem.FencingToken); err != nil {
-		return nil, err
-	}
-	exp, err := uintAttr(item, lockitem.LeaseExpiresAt)
-	if err != nil {
-		return nil, err
-	}
-	r.leaseExpiresAt = int64(min(exp, math.MaxInt64))
-	if v, ok := item[lockitem.LeaseExpiresRVN].(*types.AttributeValueMemberS); ok {
-		r.expiryRVN = v.Value
-	}
-	if v, ok := item[lockitem.Session]; ok && r.lease == maxLease {
-		// A session's lock: only a session-acquiring write of this library
-		// sets the attribute with this lease. Another client's write that
-		// copied the attribute in (dynamolock v2 copies what it does not
-		// know) wrote its own lease: that item is judged by its lease, never
-		// by a session its writer did not set (docs/SESSIONS.md).
-		s, ok := v.(*types.AttributeValueMemberS)
-		if !ok || s.Value == "" {
-			return nil, &ItemFormatError{Attribute: lockitem.Session, Reason: "not a non-empty string"}
-		}
-		r.session = s.Value
-	}
-	for name, v := range item {
-		if !s.reserved(name) {
-			if r.additional == nil {
-				r.additional = make(map[string]types.AttributeValue)
-			}
-			r.additional[name] = v
-		}
-	}
-	return r, nil
-}
-
-func stringAttr(item map[string]types.AttributeValue, name string) (string, error) {
-	v, ok := item[name]
-	if !ok {
-		return "", &ItemFormatError{Attribute: name, Reason: "missing"}
-	}
-	s, ok := v.(*types.AttributeValueMemberS)
-	if !ok {
-		return "", &ItemFormatError{Attribute: name, Reason: "not of type S"}
-	}
-	if s.Value == "" {
-		return "", &ItemFormatError{Attribute: name, Reason: "empty"}
-	}
-	return s.Value, nil
+	r, err := s.layout().Decode(item)
+	return r, formatErr(err)
 }
 
 // uintAttr reads an optional non-negative N attribute; absent is 0.
 func uintAttr(item map[string]types.AttributeValue, name string) (uint64, error) {
-	v, ok := item[name]
-	if !ok {
-		return 0, nil
-	}
-	n, ok := v.(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, &ItemFormatError{Attribute: name, Reason: "not of type N"}
-	}
-	u, err := strconv.ParseUint(n.Value, 10, 64)
-	if err != nil {
-		return 0, &ItemFormatError{Attribute: name, Reason: "not a non-negative integer: " + strconv.Quote(n.Value)}
-	}
-	return u, nil
-}
-
-// parseLease reads a lease written as a Go duration ("20s", dynamolock v2
-// and this client) or as decimal milliseconds ("20000", Amazon's Java client).
-func parseLease(s string) (time.Duration, error) {
-	// Only what ParseInt could accept is given to it: its error would be
-	// allocated for every item in the Go format.
-	if decimal(s) {
-		if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-			if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-				return 0, &ItemFormatError{Attribute: lockitem.LeaseDuration, Reason: "milliseconds out of range: " + s}
-			}
-			return time.Duration(ms) * time.Millisecond, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, &ItemFormatError{Attribute: lockitem.LeaseDuration, Reason: "neither a Go duration nor milliseconds: " + strconv.Quote(s)}
-	}
-	return d, nil
-}
-
-// decimal reports whether s is an optional sign and decimal digits.
-func decimal(s string) bool {
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		s = s[1:]
-	}
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
+	u, err := lockitem.Uint(item, name)
+	return u, formatErr(err)
 }
 
 // othersReserve is the room every lock item keeps for what the other kinds

@@ -33,13 +33,13 @@ func (exclusive) decide(ctx context.Context, a *acquisition, w *watch) (*Lock, e
 		deadline: a.deadlineFor(w), jitter: randomUpTo(a.o.refreshJitter), handsChanged: w.hands.changes}
 	if v.rec != nil {
 		in.staleByClock, in.hasClockExpiry = c.staleByClockAt(v.rec, in.now)
-		if v.rec.session != "" && v.rec.owner == c.cfg.ownerName {
+		if v.rec.Session != "" && v.rec.Owner == c.cfg.ownerName {
 			in.ownSession = c.sessions.liveKey()
 		}
-		if v.rec.owner == c.cfg.ownerName {
-			in.heldHere = c.here.heldOrInFlight(w.regKey, v.rec.rvn)
+		if v.rec.Owner == c.cfg.ownerName {
+			in.heldHere = c.here.heldOrInFlight(w.regKey, v.rec.RVN)
 		}
-		if a.o.reentrant && v.rec.owner == c.cfg.ownerName {
+		if a.o.reentrant && v.rec.Owner == c.cfg.ownerName {
 			l, publishing := c.here.adoptable(w.regKey)
 			if l != nil {
 				cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
@@ -53,12 +53,12 @@ func (exclusive) decide(ctx context.Context, a *acquisition, w *watch) (*Lock, e
 			}
 			// Not ours to take while another acquisition here writes it,
 			// or has it and may still release it.
-			in.inFlightHere = c.here.inFlight(v.rec.rvn) || publishing != nil
+			in.inFlightHere = c.here.inFlight(v.rec.RVN) || publishing != nil
 		}
 	}
 	w.next = a.fairly(w, decide(in), in.now, in.deadline)
 	if w.next.step == stepWrite && w.next.stale {
-		c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(w.key), slogOwner(v.rec.owner), slogRVN(v.rec.rvn))
+		c.cfg.logger.LogAttrs(ctx, slog.LevelInfo, "taking over stale lock", slogKey(w.key), slogOwner(v.rec.Owner), slogRVN(v.rec.RVN))
 	}
 	return nil, nil
 }
@@ -211,9 +211,9 @@ func (holderShape) release(ctx context.Context, c *Client, l *Lock, b *lockitem.
 func (holderShape) releasedBefore(l *Lock, item map[string]types.AttributeValue) bool {
 	rec, ours := l.ownItem(item)
 	if ours {
-		return rec.released
+		return rec.Released
 	}
-	return rec != nil && rec.fencingToken > l.FencingToken()
+	return rec != nil && rec.FencingToken > l.FencingToken()
 }
 
 func (holderShape) own(l *Lock, item map[string]types.AttributeValue) (*lockRecord, bool) {
@@ -223,7 +223,7 @@ func (holderShape) own(l *Lock, item map[string]types.AttributeValue) (*lockReco
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return rec, l.fencingToken != 0 && rec.owner == l.ownerName && rec.fencingToken == l.fencingToken
+	return rec, l.fencingToken != 0 && rec.Owner == l.ownerName && rec.FencingToken == l.fencingToken
 }
 
 func (holderShape) ownsData() bool { return true }

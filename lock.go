@@ -110,21 +110,21 @@ const (
 func newHeldLock(c *Client, key string, sortKey *string, rec *lockRecord, sent time.Time) *Lock {
 	l := newLock(c, key, sortKey, rec, sent)
 	l.kind = heldLock
-	l.leaseEnd = sent.Add(rec.lease)
+	l.leaseEnd = sent.Add(rec.Lease)
 	return l
 }
 
 func newReadOnlyLock(c *Client, key string, sortKey *string, rec *lockRecord, readAt time.Time) *Lock {
 	l := newLock(c, key, sortKey, rec, readAt)
 	l.kind = lockView
-	if !readAt.IsZero() && !rec.released {
-		l.leaseEnd = readAt.Add(rec.lease)
+	if !readAt.IsZero() && !rec.Released {
+		l.leaseEnd = readAt.Add(rec.Lease)
 	}
 	return l
 }
 
 func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Time) *Lock {
-	owner := rec.owner
+	owner := rec.Owner
 	if owner == c.cfg.ownerName {
 		owner = c.cfg.ownerName // one copy per client, not one per lock
 	}
@@ -133,14 +133,14 @@ func newLock(c *Client, key string, sortKey *string, rec *lockRecord, at time.Ti
 		partitionKey:  key,
 		sortKey:       sortKey,
 		ownerName:     owner,
-		rvn:           rec.rvn,
+		rvn:           rec.RVN,
 		sentAt:        at,
-		leaseDuration: rec.lease,
-		fencingToken:  rec.fencingToken,
-		itemReleased:  rec.released,
+		leaseDuration: rec.Lease,
+		fencingToken:  rec.FencingToken,
+		itemReleased:  rec.Released,
 	}
-	if rec.data != nil || rec.additional != nil {
-		l.rare = &lockRare{data: rec.data, additional: rec.additional}
+	if rec.Data != nil || rec.Additional != nil {
+		l.rare = &lockRare{data: rec.Data, additional: rec.Additional}
 	}
 	return l
 }

@@ -84,9 +84,9 @@ type pace struct {
 func (p *pace) observe(rec *lockRecord, now time.Time) {
 	owner, token := "", uint64(0)
 	if rec != nil {
-		token = rec.fencingToken
-		if !rec.released {
-			owner = rec.owner
+		token = rec.FencingToken
+		if !rec.Released {
+			owner = rec.Owner
 		}
 	}
 	if owner != p.owner || token != p.token || p.since.IsZero() {
@@ -102,14 +102,14 @@ func (p *pace) observe(rec *lockRecord, now time.Time) {
 		}
 		p.owner, p.token, p.since = owner, token, now
 	}
-	if rec == nil || rec.fencingToken == 0 {
+	if rec == nil || rec.FencingToken == 0 {
 		return
 	}
-	if p.first == 0 || rec.fencingToken < p.first {
-		p.first, p.firstAt = rec.fencingToken, now
+	if p.first == 0 || rec.FencingToken < p.first {
+		p.first, p.firstAt = rec.FencingToken, now
 	}
-	if rec.fencingToken >= p.last {
-		p.last, p.lastAt = rec.fencingToken, now
+	if rec.FencingToken >= p.last {
+		p.last, p.lastAt = rec.FencingToken, now
 	}
 }
 

@@ -207,7 +207,7 @@ func (c *Client) freedBySessionEnd(l *Lock, item map[string]types.AttributeValue
 	if l.heldBy() == nil || !c.isClosed() {
 		return false
 	}
-	if rec, ours := l.ownItem(item); ours && rec.released {
+	if rec, ours := l.ownItem(item); ours && rec.Released {
 		return false // its own mark: this release landed
 	}
 	return true

@@ -275,7 +275,7 @@ func (c *Client) holdResumed(ctx context.Context, t *resumeToken, o *acquireLock
 	var rec *lockRecord
 	if _, reader := shape.(readerShape); reader {
 		token, _ := uintAttr(item, lockitem.FencingToken)
-		rec = &lockRecord{owner: c.cfg.ownerName, lease: o.lease, rvn: rvn, fencingToken: token}
+		rec = &lockRecord{Owner: c.cfg.ownerName, Lease: o.lease, RVN: rvn, FencingToken: token}
 	} else {
 		var err error
 		if rec, err = c.cfg.schema.decodeItem(item); err != nil {
@@ -332,8 +332,8 @@ func resumeRefused(c *Client, t *resumeToken, item map[string]types.AttributeVal
 	rec, err := c.cfg.schema.decodeItem(item)
 	if t.entry != "" {
 		switch {
-		case err == nil && !rec.released:
-			return notGranted(ErrLockTakenOver, "resume of %s: refused: a writer holds the lock (owner %q, fencing token %d)", what, rec.owner, rec.fencingToken)
+		case err == nil && !rec.Released:
+			return notGranted(ErrLockTakenOver, "resume of %s: refused: a writer holds the lock (owner %q, fencing token %d)", what, rec.Owner, rec.FencingToken)
 		default:
 			return notGranted(ErrLockAlreadyReleased, "resume of %s: refused: the reader's entry is gone (released, or dropped as dead by a writer or reader that saw it unrenewed for its lease)", what)
 		}
@@ -342,15 +342,15 @@ func resumeRefused(c *Client, t *resumeToken, item map[string]types.AttributeVal
 		return notGranted(err, "resume of %s: refused: the item cannot be interpreted", what)
 	}
 	switch {
-	case rec.fencingToken == t.token && rec.owner == t.owner && rec.released:
+	case rec.FencingToken == t.token && rec.Owner == t.owner && rec.Released:
 		return notGranted(ErrLockAlreadyReleased, "resume of %s: refused: it was released (by its holder, or by a force release)", what)
-	case rec.fencingToken < t.token:
-		return notGranted(ErrLockTakenOver, "resume of %s: refused: the item was deleted and created again since (fencing token %d)", what, rec.fencingToken)
-	case rec.released:
-		return notGranted(ErrLockAlreadyReleased, "resume of %s: refused: acquired again since (fencing token %d, by owner %q), and released", what, rec.fencingToken, rec.owner)
-	case rec.owner != t.owner:
-		return notGranted(ErrLockTakenOver, "resume of %s: refused: taken by owner %q (fencing token %d): it resumed it, or acquired it once the lease ran out or the lock was released", what, rec.owner, rec.fencingToken)
+	case rec.FencingToken < t.token:
+		return notGranted(ErrLockTakenOver, "resume of %s: refused: the item was deleted and created again since (fencing token %d)", what, rec.FencingToken)
+	case rec.Released:
+		return notGranted(ErrLockAlreadyReleased, "resume of %s: refused: acquired again since (fencing token %d, by owner %q), and released", what, rec.FencingToken, rec.Owner)
+	case rec.Owner != t.owner:
+		return notGranted(ErrLockTakenOver, "resume of %s: refused: taken by owner %q (fencing token %d): it resumed it, or acquired it once the lease ran out or the lock was released", what, rec.Owner, rec.FencingToken)
 	default:
-		return notGranted(ErrLockTakenOver, "resume of %s: refused: another acquisition under the same owner name holds it (fencing token %d): resumed already, or acquired again", what, rec.fencingToken)
+		return notGranted(ErrLockTakenOver, "resume of %s: refused: another acquisition under the same owner name holds it (fencing token %d): resumed already, or acquired again", what, rec.FencingToken)
 	}
 }

@@ -29,98 +29,55 @@ type rwParts struct {
 	arrivedPresent bool
 }
 
-// rwEntry is a reader's entry in the readers map: id → {b: beat, l: lease
-// in milliseconds}.
+// rwEntry is a reader's entry in the readers map, with the time this
+// client first saw its beat.
 type rwEntry struct {
-	id      string
-	beat    string
-	lease   time.Duration
-	session string    // the key of the session that holds it; "" when none
-	bad     bool      // not an entry this package wrote: counts as dead at once
-	seen    time.Time // when this client first saw beat in the entry
+	lockitem.Reader
+	seen time.Time // when this client first saw beat in the entry
 }
 
-// rwWaiter is a waiter in the queue: a fair-queue entry plus its kind.
+// rwWaiter is a waiter in the queue (its kind in Writer), with the time
+// this client first saw its beat.
 type rwWaiter struct {
 	waiter
-	writer bool
-	seen   time.Time // when this client first saw its beat
+	seen time.Time // when this client first saw its beat
 }
 
 // decodeRWParts reads the read/write parts of item. An attribute of the
 // wrong type is an *ItemFormatError: the item is then treated as held.
 func decodeRWParts(item map[string]types.AttributeValue) (*rwParts, error) {
 	p := &rwParts{}
-	p.token, _ = uintAttr(item, lockitem.FencingToken)
+	p.token, _ = lockitem.Uint(item, lockitem.FencingToken)
 	if m, ok := item[lockitem.Readers].(*types.AttributeValueMemberM); ok {
 		p.readersPresent = true
 		for id, ev := range m.Value {
-			p.readers = append(p.readers, decodeReader(id, ev))
+			p.readers = append(p.readers, rwEntry{Reader: lockitem.DecodeReader(id, ev)})
 		}
-		slices.SortFunc(p.readers, func(a, b rwEntry) int { return strings.Compare(a.id, b.id) }) // see queueOf
+		slices.SortFunc(p.readers, func(a, b rwEntry) int { return strings.Compare(a.ID, b.ID) }) // see lockitem.Queue
 	} else if _, ok := item[lockitem.Readers]; ok {
 		return nil, &ItemFormatError{Attribute: lockitem.Readers, Reason: "not of type M"}
 	}
 	var err error
-	if p.readersVersion, p.versionPresent, err = optionalUint(item, lockitem.ReadersVersion); err != nil {
-		return nil, err
+	if p.readersVersion, p.versionPresent, err = lockitem.OptionalUint(item, lockitem.ReadersVersion); err != nil {
+		return nil, formatErr(err)
 	}
-	if p.writersArrived, p.arrivedPresent, err = optionalUint(item, lockitem.WritersArrived); err != nil {
-		return nil, err
+	if p.writersArrived, p.arrivedPresent, err = lockitem.OptionalUint(item, lockitem.WritersArrived); err != nil {
+		return nil, formatErr(err)
 	}
 	if m, ok := item[lockitem.FairQueue].(*types.AttributeValueMemberM); ok {
 		p.queuePresent = true
 		for id, ev := range m.Value {
-			w := rwWaiter{waiter: decodeWaiter(id, ev)}
-			if e, ok := ev.(*types.AttributeValueMemberM); ok {
-				k, _ := e.Value["k"].(*types.AttributeValueMemberS)
-				w.writer = k != nil && k.Value == "w"
-			}
-			p.queue = append(p.queue, w)
+			p.queue = append(p.queue, rwWaiter{waiter: lockitem.DecodeWaiter(id, ev)})
 		}
-		slices.SortFunc(p.queue, func(a, b rwWaiter) int { return strings.Compare(a.id, b.id) }) // see queueOf
+		slices.SortFunc(p.queue, func(a, b rwWaiter) int { return strings.Compare(a.ID, b.ID) }) // see lockitem.Queue
 	} else if _, ok := item[lockitem.FairQueue]; ok {
 		return nil, &ItemFormatError{Attribute: lockitem.FairQueue, Reason: "not of type M"}
 	}
 	return p, nil
 }
 
-// optionalUint reads the number attribute name, if item has it.
-func optionalUint(item map[string]types.AttributeValue, name string) (uint64, bool, error) {
-	if _, ok := item[name]; !ok {
-		return 0, false, nil
-	}
-	n, err := uintAttr(item, name)
-	return n, err == nil, err
-}
-
-// decodeReader reads a reader's entry. Its lease is read back as written,
-// whatever its length: a reader holds the lock for the lease it asked
-// for (WithLockLease, Lock.Ensure), as a writer does.
-func decodeReader(id string, ev types.AttributeValue) rwEntry {
-	r := rwEntry{id: id, bad: true}
-	e, ok := ev.(*types.AttributeValueMemberM)
-	if !ok {
-		return r
-	}
-	b, ok := e.Value["b"].(*types.AttributeValueMemberS)
-	l, err := uintAttr(e.Value, "l")
-	if !ok || err != nil || l == 0 || l > uint64(maxLease/time.Millisecond) {
-		return r
-	}
-	r = rwEntry{id: id, beat: b.Value, lease: time.Duration(l) * time.Millisecond}
-	if s, ok := e.Value["s"]; ok {
-		sv, ok := s.(*types.AttributeValueMemberS)
-		if !ok || sv.Value == "" {
-			return rwEntry{id: id, bad: true}
-		}
-		r.session = sv.Value
-	}
-	return r
-}
-
 // maxLease is the longest lease a time.Duration holds.
-const maxLease = time.Duration(1<<63 - 1)
+const maxLease = lockitem.MaxLease
 
 // observe records, on this client's shared observations (here), the beats
 // of the readers and waiters p shows on the key regKey, and gives each
@@ -130,17 +87,17 @@ const maxLease = time.Duration(1<<63 - 1)
 func (p *rwParts) observe(h *here, regKey string, now time.Time) {
 	beats := make(map[string]string, len(p.readers)+len(p.queue))
 	for _, r := range p.readers {
-		beats["r"+r.id] = r.beat
+		beats["r"+r.ID] = r.Beat
 	}
 	for _, w := range p.queue {
-		beats["q"+w.id] = w.beat
+		beats["q"+w.ID] = w.Beat
 	}
 	seen := h.observeBeats(regKey, beats, now)
 	for i := range p.readers {
-		p.readers[i].seen = seen["r"+p.readers[i].id]
+		p.readers[i].seen = seen["r"+p.readers[i].ID]
 	}
 	for i := range p.queue {
-		p.queue[i].seen = seen["q"+p.queue[i].id]
+		p.queue[i].seen = seen["q"+p.queue[i].ID]
 	}
 }
 
@@ -243,12 +200,12 @@ func rwDecide(in rwInput) decision {
 		return s.deadAt(in.now), ok
 	}
 	var writer *lockRecord
-	if v.rec != nil && !v.rec.released {
+	if v.rec != nil && !v.rec.Released {
 		writer = v.rec
 	}
 	writerLive := false
 	if writer != nil {
-		end, ok := liveUntil(v.seen, writer.lease, writer.session)
+		end, ok := liveUntil(v.seen, writer.Lease, writer.Session)
 		switch {
 		case !ok:
 			return decision{step: stepRead, at: wake}
@@ -256,55 +213,55 @@ func rwDecide(in rwInput) decision {
 			writerLive = true
 			soonest(end)
 		default:
-			d.takeover = writer.rvn
+			d.takeover = writer.RVN
 		}
 	}
 	liveReaders := 0
 	for _, r := range p.readers {
-		if r.id == in.id {
+		if r.ID == in.id {
 			continue // this call's own entry, whose lease is over (rwOwnGrant): the grant writes it anew
 		}
-		end, ok := liveUntil(r.seen, r.lease, r.session)
+		end, ok := liveUntil(r.seen, r.Lease, r.Session)
 		switch {
-		case !ok && !r.bad:
+		case !ok && !r.Bad:
 			return decision{step: stepRead, at: wake}
-		case !r.bad && in.now.Before(end):
+		case !r.Bad && in.now.Before(end):
 			liveReaders++
 			soonest(end)
 		default:
-			g.removeReaders = append(g.removeReaders, r.id)
+			g.removeReaders = append(g.removeReaders, r.ID)
 		}
 	}
 	// This waiter's ticket orders it only while its entry is in the queue:
 	// one not in it (yet, or dropped as dead) is behind everyone in it.
-	mine := slices.ContainsFunc(p.queue, func(w rwWaiter) bool { return w.id == in.id })
+	mine := slices.ContainsFunc(p.queue, func(w rwWaiter) bool { return w.ID == in.id })
 	ticket := in.ticket
 	if !mine {
 		ticket = 0
 	}
 	writerBefore, readersBefore, anyBefore, before, live := false, 0, false, 0, 1
 	for _, w := range p.queue {
-		if w.id == in.id {
-			g.removeQueue = append(g.removeQueue, w.id)
+		if w.ID == in.id {
+			g.removeQueue = append(g.removeQueue, w.ID)
 			g.removeBeats = append(g.removeBeats, "")
 			g.mineAt = len(g.removeQueue)
 			continue
 		}
-		if w.bad || !in.now.Before(w.seen.Add(w.lease)) {
+		if w.Bad || !in.now.Before(w.seen.Add(w.Lease)) {
 			if len(g.removeQueue) < maxRemovals {
-				g.removeQueue = append(g.removeQueue, w.id)
-				g.removeBeats = append(g.removeBeats, w.beat)
+				g.removeQueue = append(g.removeQueue, w.ID)
+				g.removeBeats = append(g.removeBeats, w.Beat)
 			}
 			continue
 		}
 		live++
-		if ticket != 0 && !w.before(ticket, in.id) {
+		if ticket != 0 && !w.Before(ticket, in.id) {
 			continue // behind this waiter
 		}
-		soonest(w.seen.Add(w.lease))
+		soonest(w.seen.Add(w.Lease))
 		anyBefore = true
 		before++
-		if w.writer {
+		if w.Writer {
 			writerBefore = true
 		} else {
 			readersBefore++
@@ -315,7 +272,7 @@ func rwDecide(in rwInput) decision {
 	renew := false
 	switch {
 	case writerLive:
-		blocked = &LockHeldError{Key: in.name, Owner: writer.owner, LeaseDuration: writer.lease}
+		blocked = &LockHeldError{Key: in.name, Owner: writer.Owner, LeaseDuration: writer.Lease}
 	case in.writer && liveReaders > 0:
 		blocked = &LockHeldError{Key: in.name, Owner: "(readers)", LeaseDuration: 0}
 	case in.writer && anyBefore, !in.writer && writerBefore:
@@ -368,27 +325,27 @@ func rwOwnGrant(in rwInput) (decision, bool) {
 	v := in.view
 	if in.writer {
 		w := v.rec
-		if w == nil || w.released || w.owner != in.owner {
+		if w == nil || w.Released || w.Owner != in.owner {
 			return decision{}, false
 		}
-		a, ok := in.attempts[w.rvn]
+		a, ok := in.attempts[w.RVN]
 		if !ok {
 			return decision{}, false
 		}
 		if in.now.Before(a.sent.Add(a.lease)) {
-			return decision{step: stepClaim, claim: w.rvn}, true
+			return decision{step: stepClaim, claim: w.RVN}, true
 		}
 		// Ours, but its lease is over: take it anew (rewriteOwn).
 		return rewriteOwn(a, in.now, in.start, in.deadline, in.refresh, len(in.attempts), in.name,
-			decision{step: stepWrite, takeover: w.rvn, grant: &rwGrant{}}), true
+			decision{step: stepWrite, takeover: w.RVN, grant: &rwGrant{}}), true
 	}
 	for _, r := range v.rw.readers {
-		if r.id != in.id {
+		if r.ID != in.id {
 			continue
 		}
-		a, ok := in.attempts[r.beat]
+		a, ok := in.attempts[r.Beat]
 		if ok && in.now.Before(a.sent.Add(a.lease)) {
-			return decision{step: stepClaim, claim: r.beat}, true
+			return decision{step: stepClaim, claim: r.Beat}, true
 		}
 		// Ours, but its lease is over: it counts as a dead reader, and the
 		// next grant writes the entry anew, paced as rewriteOwn says.
@@ -409,8 +366,8 @@ func (v *view) readerSessions() []string {
 	}
 	var keys []string
 	for _, r := range v.rw.readers {
-		if r.session != "" && !r.bad {
-			keys = append(keys, r.session)
+		if r.Session != "" && !r.Bad {
+			keys = append(keys, r.Session)
 		}
 	}
 	return keys

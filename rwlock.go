@@ -293,7 +293,7 @@ func (k *rwHolder) learn(a *acquisition, w *watch, item map[string]types.Attribu
 	}
 	p.observe(&a.c.here, w.regKey, now)
 	v.rw = p
-	if k.ticket != 0 && !slices.ContainsFunc(p.queue, func(q rwWaiter) bool { return q.id == k.id }) {
+	if k.ticket != 0 && !slices.ContainsFunc(p.queue, func(q rwWaiter) bool { return q.ID == k.id }) {
 		// An entry of ours that is gone (dropped as dead by someone who
 		// did not see it renewed) is written again with the same ticket.
 		k.beatAt = time.Time{}
@@ -306,5 +306,5 @@ func (k *rwHolder) learn(a *acquisition, w *watch, item map[string]types.Attribu
 // view: learning item may forget the view (a session's read failed).
 func (a *acquisition) readerRecord(item map[string]types.AttributeValue, beat string, at attempt) *lockRecord {
 	token, _ := uintAttr(item, lockitem.FencingToken)
-	return &lockRecord{owner: a.c.cfg.ownerName, lease: at.lease, rvn: beat, fencingToken: token}
+	return &lockRecord{Owner: a.c.cfg.ownerName, Lease: at.lease, RVN: beat, FencingToken: token}
 }

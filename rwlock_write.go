@@ -49,7 +49,7 @@ func (r readerShape) carries(item map[string]types.AttributeValue, beat string) 
 	if m == nil {
 		return false
 	}
-	return decodeReader(r.id, m.Value[r.id]).beat == beat
+	return lockitem.DecodeReader(r.id, m.Value[r.id]).Beat == beat
 }
 
 func (r readerShape) hold(ctx context.Context, a *acquisition, w *watch, item map[string]types.AttributeValue, beat string, at attempt) (*Lock, error) {
@@ -132,8 +132,8 @@ func (k *rwHolder) readerGrant(a *acquisition, w *watch, d decision, beat string
 	own := func() string {
 		me := rs + "." + b.Name("#me", k.id)
 		if v.known && v.rw != nil {
-			if i := slices.IndexFunc(v.rw.readers, func(r rwEntry) bool { return r.id == k.id }); i >= 0 {
-				return me + "." + b.Name("#b", "b") + " = " + b.Value(":ownb", lockitem.S(v.rw.readers[i].beat))
+			if i := slices.IndexFunc(v.rw.readers, func(r rwEntry) bool { return r.ID == k.id }); i >= 0 {
+				return me + "." + b.Name("#b", "b") + " = " + b.Value(":ownb", lockitem.S(v.rw.readers[i].Beat))
 			}
 		}
 		return "attribute_not_exists(" + me + ")"

@@ -161,7 +161,7 @@ func (c *Client) learnSession(key string, item map[string]types.AttributeValue) 
 		if err != nil {
 			return sessionState{}, fmt.Errorf("the item of session %q: %w", key, err)
 		}
-		next.rvn, next.lease, next.ended = rec.rvn, rec.lease, rec.released
+		next.rvn, next.lease, next.ended = rec.RVN, rec.Lease, rec.Released
 	}
 	j := &c.observed
 	j.mu.Lock()
@@ -242,8 +242,8 @@ func (a *acquisition) learnSessions(ctx context.Context, w *watch) error {
 		return nil
 	}
 	var keys []string
-	if v.rec != nil && !v.rec.released && v.rec.session != "" {
-		keys = append(keys, v.rec.session)
+	if v.rec != nil && !v.rec.Released && v.rec.Session != "" {
+		keys = append(keys, v.rec.Session)
 	}
 	keys = append(keys, v.readerSessions()...)
 	for _, key := range keys {

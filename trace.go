@@ -261,8 +261,8 @@ func (t *acqTrace) waiting(a *acquisition) {
 			continue
 		}
 		sig := holderSig{reason: "queue"}
-		if rec := w.v.rec; rec != nil && !rec.released {
-			sig = holderSig{reason: "holder", owner: rec.owner, token: rec.fencingToken}
+		if rec := w.v.rec; rec != nil && !rec.Released {
+			sig = holderSig{reason: "holder", owner: rec.Owner, token: rec.FencingToken}
 		} else if w.v.readersHolding() > 0 {
 			sig.reason = "readers"
 		} else if w.v.absent || rec == nil {
@@ -305,8 +305,8 @@ func (t *acqTrace) waits(a *acquisition, w *watch, sig holderSig, now time.Time,
 	case "holder":
 		attrs = append(attrs, attrHolder.String(sig.owner), attrHolderToken.Int64(int64(sig.token)),
 			attrHolderHere.Bool(here || a.c.here.held(w.regKey) != nil))
-		if rec := w.v.rec; rec != nil && !rec.released && !here {
-			attrs = append(attrs, attrHolderLease.Float64(rec.lease.Seconds()))
+		if rec := w.v.rec; rec != nil && !rec.Released && !here {
+			attrs = append(attrs, attrHolderLease.Float64(rec.Lease.Seconds()))
 		}
 	case "readers":
 		attrs = append(attrs, attrHolderReaders.Int(w.v.readersHolding()))
@@ -356,8 +356,8 @@ func (t *acqTrace) writing(a *acquisition, w *watch) {
 		switch last, waited := t.behind[w.regKey]; {
 		case (w.next.stale || w.next.takeover != "") && w.v.rec != nil:
 			rec := w.v.rec
-			attrs := []attribute.KeyValue{attrKey.String(w.key), attrHolder.String(rec.owner), attrHolderToken.Int64(int64(rec.fencingToken)),
-				attrHolderLease.Float64(rec.lease.Seconds())}
+			attrs := []attribute.KeyValue{attrKey.String(w.key), attrHolder.String(rec.Owner), attrHolderToken.Int64(int64(rec.FencingToken)),
+				attrHolderLease.Float64(rec.Lease.Seconds())}
 			if !w.v.seen.IsZero() {
 				attrs = append(attrs, attrUnchanged.Float64(a.c.since(w.v.seen).Seconds()))
 			}

@@ -83,13 +83,13 @@ type hands struct {
 }
 
 func (h *hands) observe(rec *lockRecord) {
-	if rec == nil || rec.released {
+	if rec == nil || rec.Released {
 		return
 	}
-	if h.seen && (h.owner != rec.owner || h.token != rec.fencingToken) {
+	if h.seen && (h.owner != rec.Owner || h.token != rec.FencingToken) {
 		h.changes++
 	}
-	h.seen, h.owner, h.token = true, rec.owner, rec.fencingToken
+	h.seen, h.owner, h.token = true, rec.Owner, rec.FencingToken
 }
 
 // learn records what an answer showed of w's item: item as read or
@@ -110,9 +110,9 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 	if v.rec, v.bad = a.c.cfg.schema.decodeItem(item); v.bad == nil {
 		w.pace.observe(v.rec, now)
 	}
-	if v.bad == nil && !v.rec.released {
-		v.seen = a.c.here.observe(w.regKey, v.rec.rvn, now)
-		if _, ours := a.attempts[v.rec.rvn]; !ours {
+	if v.bad == nil && !v.rec.Released {
+		v.seen = a.c.here.observe(w.regKey, v.rec.RVN, now)
+		if _, ours := a.attempts[v.rec.RVN]; !ours {
 			w.hands.observe(v.rec)
 		}
 	}
@@ -179,7 +179,7 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 		if wake.IsZero() || w.next.at.Before(wake) {
 			wake = w.next.at
 		}
-		if rec := w.v.rec; rec != nil && rec.owner == c.cfg.ownerName && !noSameProcessHandover {
+		if rec := w.v.rec; rec != nil && rec.Owner == c.cfg.ownerName && !noSameProcessHandover {
 			if notify == nil {
 				notify = make(chan struct{}, 1)
 			}
@@ -191,8 +191,8 @@ func (a *acquisition) sleep(ctx context.Context) ([]*watch, error) {
 			// once per RVN at most, or a holder elsewhere with this owner
 			// name would be polled without pause while this client's
 			// other locks come and go.
-			if !c.here.heldOrInFlight(w.regKey, rec.rvn) && c.here.endedSince(w) && w.skipped != rec.rvn {
-				w.skipped = rec.rvn
+			if !c.here.heldOrInFlight(w.regKey, rec.RVN) && c.here.endedSince(w) && w.skipped != rec.RVN {
+				w.skipped = rec.RVN
 				due = append(due, w)
 			}
 		}
