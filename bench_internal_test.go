@@ -26,7 +26,7 @@ func benchInternalClient(b *testing.B, opts ...ClientOption) *Client {
 }
 
 func BenchmarkDecodeItem(b *testing.B) {
-	s := schema{partitionKeyName: "key"}
+	s := schema{lockitem.Layout{PartitionKey: "key"}}
 	items := []struct {
 		name string
 		item map[string]types.AttributeValue

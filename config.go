@@ -68,7 +68,7 @@ func (c *config) resolve() {
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
-	c.schema = schema{partitionKeyName: c.partitionKeyName, sortKeyName: c.sortKeyName, ttlAttribute: c.ttlAttribute}
+	c.schema = schema{lockitem.Layout{PartitionKey: c.partitionKeyName, SortKey: c.sortKeyName, TTL: c.ttlAttribute}}
 }
 
 var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)

@@ -17,25 +17,16 @@ import (
 // lockRecord is a decoded lock item (lockitem.Record).
 type lockRecord = lockitem.Record
 
-// schema names the attributes of one client's items.
-type schema struct {
-	partitionKeyName string
-	sortKeyName      string // "" when the table has no sort key
-	ttlAttribute     string // "" when not configured
-}
+// schema is the layout of one client's items: its keys and TTL attribute.
+type schema struct{ lockitem.Layout }
 
-// layout is the item layout the decoder reads with.
-func (s schema) layout() lockitem.Layout {
-	return lockitem.Layout{PartitionKey: s.partitionKeyName, SortKey: s.sortKeyName, TTL: s.ttlAttribute}
-}
-
-func (s schema) reserved(name string) bool { return s.layout().Reserved(name) }
+func (s schema) reserved(name string) bool { return s.Reserved(name) }
 
 // decodeItem reads a lock item as written by this client, Amazon's Java
 // client or dynamolock v2. It never panics: anything it cannot interpret is
 // an *ItemFormatError.
 func (s schema) decodeItem(item map[string]types.AttributeValue) (*lockRecord, error) {
-	r, err := s.layout().Decode(item)
+	r, err := s.Decode(item)
 	return r, formatErr(err)
 }
 

@@ -64,14 +64,13 @@ func decodeRWParts(item map[string]types.AttributeValue) (*rwParts, error) {
 	if p.writersArrived, p.arrivedPresent, err = lockitem.OptionalUint(item, lockitem.WritersArrived); err != nil {
 		return nil, formatErr(err)
 	}
-	if m, ok := item[lockitem.FairQueue].(*types.AttributeValueMemberM); ok {
-		p.queuePresent = true
-		for id, ev := range m.Value {
-			p.queue = append(p.queue, rwWaiter{waiter: lockitem.DecodeWaiter(id, ev)})
-		}
-		slices.SortFunc(p.queue, func(a, b rwWaiter) int { return strings.Compare(a.ID, b.ID) }) // see lockitem.Queue
-	} else if _, ok := item[lockitem.FairQueue]; ok {
+	ws, present, ok := lockitem.Queue(item) // in id order
+	if !ok {
 		return nil, &ItemFormatError{Attribute: lockitem.FairQueue, Reason: "not of type M"}
+	}
+	p.queuePresent = present
+	for _, w := range ws {
+		p.queue = append(p.queue, rwWaiter{waiter: w})
 	}
 	return p, nil
 }
