@@ -227,12 +227,14 @@ func TestElectionRunLeaderCutOffIsReplaced(t *testing.T) {
 	defer cancel()
 	log := newTermLog()
 	s1, s2 := make(chan termRec, 16), make(chan termRec, 4)
-	var ends sync.Map // fencing token → when that term's context ended
+	var ends sync.Map    // fencing token → when that term's context ended
+	var started sync.Map // fencing tokens of the terms whose work began
 	cb1 := log.callbacks("mortal", nil, s1)
 	work := cb1.OnStartedLeading
 	cb1.OnStartedLeading = func(tctx context.Context, term *dynamolock.Lock) {
 		token := term.FencingToken()
 		stop := context.AfterFunc(tctx, func() { ends.Store(token, time.Now()) })
+		started.Store(token, true)
 		defer stop()
 		work(tctx, term)
 	}
@@ -243,13 +245,19 @@ func TestElectionRunLeaderCutOffIsReplaced(t *testing.T) {
 	received(t, s1, 10*time.Second, "the first leader")
 	done2 := runElection(ctx, e2, "heir", log.callbacks("heir", nil, s2))
 	// Cut it off just after a renewal of the term in progress (on a loaded
-	// machine a term may have ended early and been won again meanwhile).
+	// machine a term may have ended early and been won again meanwhile),
+	// once that term's work has begun: a lock the client holds may be a term
+	// Run has won but not started yet, and a term cut off before it starts
+	// has no work whose end could be recorded.
 	var held *dynamolock.Lock
 	waitFor(t, 10*time.Second, "a renewal of the leader's term", func() bool {
 		sent := c1.Stats().HeartbeatsSent
 		time.Sleep(50 * time.Millisecond)
 		l, err := c1.Get("leader")
 		if err != nil || l.Err() != nil || !e1.IsLeader() || c1.Stats().HeartbeatsSent == sent {
+			return false
+		}
+		if _, ok := started.Load(l.FencingToken()); !ok {
 			return false
 		}
 		held = l
@@ -263,13 +271,20 @@ func TestElectionRunLeaderCutOffIsReplaced(t *testing.T) {
 	r := received(t, s2, 10*time.Second, "the heir")
 	took := r.start.Sub(cutAt)
 	var end time.Time
-	waitFor(t, 10*time.Second, "the cut-off term's end recorded", func() bool {
-		v, ok := ends.Load(token)
-		if ok {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if v, ok := ends.Load(token); ok {
 			end = v.(time.Time)
+			break
 		}
-		return ok
-	})
+		if time.Now().After(deadline) {
+			tokens := func(m *sync.Map) (ts []uint64) {
+				m.Range(func(k, _ any) bool { ts = append(ts, k.(uint64)); return true })
+				return ts
+			}
+			t.Fatalf("the cut-off term's end was not recorded in 10 s: term %d (lock error %v, still leader %v); terms begun %v, ended %v",
+				token, held.Err(), e1.IsLeader(), tokens(&started), tokens(&ends))
+		}
+	}
 	t.Logf("cut off: the term ended %s before its lease's end; the heir led %s after the cut", exp.Sub(end), took)
 	assert.True(t, end.Before(exp), "the term ends before the lease runs out")
 	assert.True(t, end.Before(r.start), "the old term ended before the new one started")
