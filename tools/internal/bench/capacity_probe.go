@@ -116,7 +116,9 @@ func (g *gapTracker) finish(end time.Time) (p50, p99, maxGap time.Duration) {
 }
 
 // traceStats prints c's Stats to w every 250 ms until the returned
-// function is called; it does nothing when w is nil.
+// function is called, with the machine's busy and stolen CPU shares over
+// the same 250 ms (a backend that slows while steal rises lost the CPU to
+// another guest of the host); it does nothing when w is nil.
 func traceStats(c *dynamolock.Client, w io.Writer, h *firstErrors, began time.Time) func() {
 	if w == nil {
 		return func() {}
@@ -128,6 +130,7 @@ func traceStats(c *dynamolock.Client, w io.Writer, h *firstErrors, began time.Ti
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
 		var prev dynamolock.Stats
+		prevCPU := readMachineCPU()
 		for {
 			select {
 			case <-done:
@@ -135,12 +138,13 @@ func traceStats(c *dynamolock.Client, w io.Writer, h *firstErrors, began time.Ti
 			case <-t.C:
 			}
 			s := c.Stats()
-			fmt.Fprintf(w, "%6.2fs held=%d lost=%d backlog=%d beats=+%d errors=+%d late=+%d calls=+%d admission waits=+%d%s\n",
+			cpu := readMachineCPU()
+			fmt.Fprintf(w, "%6.2fs held=%d lost=%d backlog=%d beats=+%d errors=+%d late=+%d calls=+%d admission waits=+%d%s%s\n",
 				time.Since(began).Seconds(), s.HeldLocks, s.LocksLost, s.HeartbeatBacklog,
 				s.HeartbeatsSent-prev.HeartbeatsSent, s.HeartbeatErrors-prev.HeartbeatErrors,
 				s.LateHeartbeats-prev.LateHeartbeats, s.DynamoDBCalls-prev.DynamoDBCalls, s.AdmissionWaits-prev.AdmissionWaits,
-				h.admissionSeen())
-			prev = s
+				cpu.since(prevCPU), h.admissionSeen())
+			prev, prevCPU = s, cpu
 		}
 	}()
 	var once sync.Once

@@ -128,3 +128,39 @@ func loadAvg() float64 {
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
 }
+
+// machineCPU is the machine's CPU time from the first line of /proc/stat,
+// in clock ticks summed over the cores: busy (user, nice, system, irq,
+// softirq), steal (time the hypervisor gave another guest while this one
+// had work) and the total (idle and iowait too). All zero when unknown.
+type machineCPU struct{ busy, steal, total int64 }
+
+func readMachineCPU() machineCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return machineCPU{}
+	}
+	var v [8]int64
+	for i := range v {
+		v[i], _ = strconv.ParseInt(f[i+1], 10, 64)
+	}
+	// user nice system idle iowait irq softirq steal
+	m := machineCPU{busy: v[0] + v[1] + v[2] + v[5] + v[6], steal: v[7]}
+	m.total = m.busy + m.steal + v[3] + v[4]
+	return m
+}
+
+// since formats the machine's busy and stolen shares of its CPU time
+// between prev and m, or "" when /proc/stat is not there.
+func (m machineCPU) since(prev machineCPU) string {
+	t := m.total - prev.total
+	if t <= 0 || prev.total == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" cpu=%d%% steal=%d%%", 100*(m.busy-prev.busy)/t, 100*(m.steal-prev.steal)/t)
+}
