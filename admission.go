@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/arielsrv/dynamolock/v2/internal/renewals"
 )
 
 // admit makes an acquisition of n locks with lease wait while the client
@@ -21,7 +23,7 @@ import (
 //     (each counted from the moment it goes, so that many acquisitions at
 //     once cannot all pass one look at the load), plus these n, exceeds
 //     the admission fraction of the rate the heartbeat workers sustain as
-//     the meter measures it (see capacityMeter.measure). That rate is
+//     the meter measures it (see renewals.Meter). That rate is
 //     measured while the acquisitions' own writes (and their retries)
 //     compete with the heartbeats for DynamoDB, so it is what is left for
 //     heartbeats;
@@ -47,7 +49,7 @@ import (
 //
 // Nothing is measured until a first heartbeat completes: until then every
 // acquisition is admitted (and reserved); so too once the client holds no
-// lock and no beat ended for measureMemory (what the meter read is then as
+// lock and no beat ended for renewals.Memory (what the meter read is then as
 // old as the last lock). Without background heartbeats there is nothing to
 // protect; nor when the client holds no lock and has let no acquisition
 // go, for an acquisition of one key.
@@ -62,7 +64,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		return admission{}, nil
 	}
 	s := c.sched
-	extra := float64(n) * renewalNeed(lease, s.meter.roundTrip()) // the scheduler's own rule
+	extra := float64(n) * renewalNeed(lease, s.meter.RoundTrip()) // the scheduler's own rule
 	units := int64(math.Ceil(extra * reserveUnit))
 	waited := false
 	for {
@@ -70,7 +72,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		// lock's need before it drops the lock's reservation.
 		reserved := s.reserved.Load()
 		demand, capacity, slack := s.load()
-		if demand == 0 && !s.meter.heardSince(c.now(), measureMemory) {
+		if demand == 0 && !s.meter.HeardSince(c.now(), renewals.Memory) {
 			// Nothing held, and no beat for longer than the meter
 			// remembers: what it read is as old as the last lock, and no
 			// beat can read again until a lock is held. Count it as
@@ -123,9 +125,9 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 				return admission{}, notGranted(fmt.Errorf("%w: the heartbeat that waited longest had %.0f%% of its lease left (at least %.0f%% needed)%s",
 					ErrHeartbeatCapacity, 100*max(slack, 0), 100*admissionMargin, c.capacityFix()), "%s", what)
 			}
-			if _, limit, ok := s.meter.ceiling(now); ok {
+			if _, code, ok := s.meter.Ceiling(now); ok {
 				return admission{}, notGranted(fmt.Errorf("%w: held locks and this acquisition need %.3g renewals/s, more than %g of the %.3g the client's heartbeats got through since DynamoDB throttled them (%s)%s",
-					ErrHeartbeatCapacity, need, c.cfg.heartbeatAdmission, capacity, limit.advice(), c.capacityFix()), "%s", what)
+					ErrHeartbeatCapacity, need, c.cfg.heartbeatAdmission, capacity, ThrottleLimit(code).advice(), c.capacityFix()), "%s", what)
 			}
 			return admission{}, notGranted(fmt.Errorf("%w: held locks and this acquisition need %.3g renewals/s, more than %g of the %.3g the client sustains%s",
 				ErrHeartbeatCapacity, need, c.cfg.heartbeatAdmission, capacity, c.capacityFix()), "%s", what)
@@ -189,7 +191,7 @@ func (a admission) end(held bool) {
 // elsewhere mostly sleeps between reads and must not keep others out.
 func (s *scheduler) takeAdmitSlot(now time.Time) (slot int, gen uint64, ok bool) {
 	hold := admitSlotHold
-	if rtt := s.meter.roundTrip(); rtt > 0 {
+	if rtt := s.meter.RoundTrip(); rtt > 0 {
 		hold = min(max(4*rtt, 10*time.Millisecond), time.Second)
 	}
 	t := s.at(now)

@@ -555,3 +555,11 @@ func earliest(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -184,7 +184,7 @@ func (a *acquisition) holdAll(ctx context.Context, rvn string, at attempt) ([]*L
 // more lease left needs no wait: the scheduler cannot give it up yet.
 func (a *acquisition) settleIfShort(ctx context.Context, locks ...*Lock) {
 	c := a.c
-	rtt := c.sched.meter.roundTrip()
+	rtt := c.sched.meter.RoundTrip()
 	if c.cfg.heartbeatPeriod <= 0 || rtt <= 0 {
 		return
 	}

@@ -194,7 +194,7 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 	})
 	// Room for 5 locks in all at half the capacity: the fifth is admitted
 	// at once, the sixth waits.
-	c.sched.meter.capacityBits.Store(math.Float64bits(10.5 * perLock))
+	c.sched.meter.SetCapacity(10.5 * perLock)
 	if _, err := c.AcquireLock("adm-4"); err != nil {
 		t.Fatal(err)
 	}
@@ -227,13 +227,13 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 		res <- err
 	}()
 	poll(t, "the acquisition to wait", func() bool { return c.Stats().AdmissionWaits == 2 })
-	c.sched.meter.capacityBits.Store(math.Float64bits(100 * perLock))
+	c.sched.meter.SetCapacity(100 * perLock)
 	if err := <-res; err != nil {
 		t.Fatal(err)
 	}
 
 	// Past its deadline it fails with ErrHeartbeatCapacity.
-	c.sched.meter.capacityBits.Store(math.Float64bits(perLock))
+	c.sched.meter.SetCapacity(perLock)
 	_, err = c.admit(context.Background(), 1, time.Hour, time.Now().Add(20*time.Millisecond), "key \"adm-6\"")
 	if !errors.As(err, &lng) || !errors.Is(err, ErrHeartbeatCapacity) {
 		t.Fatalf("err = %v, want a *LockNotGrantedError matching ErrHeartbeatCapacity", err)
@@ -247,7 +247,7 @@ func TestAdmissionWaitsForCapacity(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	off.sched.meter.capacityBits.Store(math.Float64bits(perLock))
+	off.sched.meter.SetCapacity(perLock)
 	if _, err := off.admit(context.Background(), 1, time.Hour, time.Now(), "key \"adm-6\""); err != nil {
 		t.Fatal(err)
 	}
@@ -291,71 +291,6 @@ func TestRegistryKey(t *testing.T) {
 	}
 }
 
-// The capacity admission control compares with: workers / round trip until
-// a window passes with every worker busy, then the rate measured in such
-// windows; a window in which a worker was free measures nothing.
-func TestSchedulerCapacity(t *testing.T) {
-	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
-	s := c.sched // its loop never starts: no lock is acquired
-	m := &s.meter
-	m.rtt = 10 * time.Millisecond
-	start := time.Now()
-	m.measure(start) // opens the first window
-	if _, capacity, _ := s.load(); capacity != 400 {
-		t.Fatalf("capacity %v before any saturated window, want 4 workers / 10 ms = 400", capacity)
-	}
-	// A window with every worker busy: 100 beats in 500 ms.
-	s.slots = 0
-	for i := 1; i <= 100; i++ {
-		m.measure(start.Add(time.Duration(i) * 5 * time.Millisecond))
-	}
-	// One window is a young memory: admission counts on youngShare(1) of
-	// its rate.
-	first := 200 * youngShare(1)
-	if first > 0.76*200 {
-		t.Fatalf("a memory of one saturated window counts on %.2f of its rate, want about three quarters: the worst of a few windows is an optimistic guess", first/200)
-	}
-	if _, capacity, _ := s.load(); math.Abs(capacity-first) > 1e-9 {
-		t.Fatalf("capacity %v after a saturated window of 100 beats in 500 ms, want 200 × %.3f", capacity, youngShare(1))
-	}
-	// Windows in which a worker was free (as dispatch records it) measure
-	// nothing, even at another rate.
-	for i := 1; i <= 500; i++ {
-		m.idle()
-		m.measure(start.Add(500*time.Millisecond + time.Duration(i)*2*time.Millisecond))
-	}
-	if _, capacity, _ := s.load(); math.Abs(capacity-first) > 1e-9 {
-		t.Fatalf("capacity %v after a window with a free worker, want still %v", capacity, first)
-	}
-	// No saturated window for longer than the horizon (3 s after the one
-	// that ended at 0.5 s): the workers kept up with everything, and the
-	// rate rises by a quarter with each window, up to workers / round trip
-	// (issue 21: a short slowdown must not keep admission shut).
-	at := func(i int) time.Time { return start.Add(1500*time.Millisecond + time.Duration(i)*2*time.Millisecond) }
-	for i := 1; i <= 1250; i++ { // to 4.0 s: one window past the horizon
-		m.idle()
-		m.measure(at(i))
-	}
-	if _, capacity, _ := s.load(); math.Abs(capacity-first*1.25) > 1e-9 {
-		t.Fatalf("capacity %v one window past the horizon, want %v × 1.25", capacity, first)
-	}
-	for i := 1251; i <= 2250; i++ {
-		m.idle()
-		m.measure(at(i))
-	}
-	if _, capacity, _ := s.load(); capacity != 400 {
-		t.Fatalf("capacity %v 6 s after the last saturated window, want 4 workers / 10 ms = 400", capacity)
-	}
-	// A saturated window replaces the old rate outright: 50 beats in 500 ms.
-	m.windowIdle = false
-	for i := 1; i <= 50; i++ {
-		m.measure(at(2250).Add(time.Duration(i) * 10 * time.Millisecond))
-	}
-	if _, capacity, _ := s.load(); math.Abs(capacity-100*youngShare(1)) > 1 {
-		t.Fatalf("capacity %v after a fresh saturated window of 100/s, want 100 × %.3f (a memory of one window)", capacity, youngShare(1))
-	}
-}
-
 // Acquisitions admitted at once each reserve their share before the
 // scheduler counts their locks: they cannot all pass one look at the load.
 // A reservation ends when its acquisition fails, or once the scheduler
@@ -363,7 +298,7 @@ func TestSchedulerCapacity(t *testing.T) {
 func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
 	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute), WithHeartbeatAdmission(1))
 	perLock := 1 / time.Hour.Seconds()
-	c.sched.meter.capacityBits.Store(math.Float64bits(3.5 * perLock))
+	c.sched.meter.SetCapacity(3.5 * perLock)
 	far := time.Now().Add(time.Hour)
 	var ends []admission
 	for range 3 {
@@ -403,7 +338,7 @@ func TestAdmissionReservesForAcquisitionsInFlight(t *testing.T) {
 // of its lease left: admission waits whatever the rate says.
 func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
 	c := grantClient(t, WithLeaseDuration(time.Hour), WithHeartbeatPeriod(30*time.Minute))
-	c.sched.meter.capacityBits.Store(math.Float64bits(1000))
+	c.sched.meter.SetCapacity(1000)
 	c.sched.slackBits.Store(math.Float64bits(admissionMargin / 2))
 	_, err := c.admit(context.Background(), 1, time.Hour, time.Now().Add(30*time.Millisecond), "k")
 	if !errors.Is(err, ErrHeartbeatCapacity) || !strings.Contains(err.Error(), "of its lease left") {
@@ -415,97 +350,4 @@ func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	end.end(false)
-}
-
-// The capacity is the lowest rate of the spans of saturated windows of the
-// last minute (rateMemory; spans of 2 s for the default lease): a lock
-// admitted at the average, or at the best of a shorter memory, is lost in
-// the next dip longer than its lease's slack; a dip of half a second
-// counts for its span. While the windows are few it counts on less
-// (youngShare).
-func TestSchedulerCapacityIsTheWorstRecentSpan(t *testing.T) {
-	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(4))
-	s := c.sched // its loop never starts: no lock is acquired
-	m := &s.meter
-	if m.span != 4 {
-		t.Fatalf("span %d windows for the default lease, want 4 (2 s)", m.span)
-	}
-	m.rtt = time.Millisecond
-	start := time.Now()
-	m.measure(start)
-	s.slots = 0
-	at := start
-	windows := 0
-	window := func(beats int) { // one saturated window of 500 ms
-		windows++
-		for range beats {
-			at = at.Add(500 * time.Millisecond / time.Duration(beats))
-			m.measure(at)
-		}
-	}
-	want := func(rate float64, what string) {
-		t.Helper()
-		if _, capacity, _ := s.load(); math.Abs(capacity-rate) > 1e-6*rate {
-			t.Fatalf("capacity %v %s, want %v", capacity, what, rate)
-		}
-	}
-	window(200) // 400/s
-	window(50)  // 100/s for half a second
-	for range 3 {
-		window(200)
-	}
-	want(325*youngShare(windows), "after a dip to 100/s for half a second among 400/s (its span: 325/s)")
-	for range 4 {
-		window(50) // 100/s for a whole span
-	}
-	for range 10 {
-		window(200)
-	}
-	want(100*youngShare(windows), "after 2 s at 100/s")
-	for windows < int(time.Minute/measureWindow)+9-1 { // the dip's last window 59.5 s old
-		window(200)
-	}
-	want(100, "just under a minute after 2 s at 100/s")
-	for range 5 { // 62 s: every span in memory at 400/s
-		window(200)
-	}
-	want(400, "once the dip is over a minute old")
-}
-
-// Found by the simulation (invariant 14, no refusal without cause): a
-// client that measured a low rate in one saturated window and then held
-// nothing sent no heartbeats, so no window ever closed and the stale rate
-// never rose; every acquisition asking for more than that rate allowed was
-// refused, for good, by a client renewing nothing with its workers idle.
-// A window in which no beat ended is a window with a free worker: the
-// stale rate rises with each one, as with windows that measured nothing.
-func TestSchedulerCapacityRisesWhileNoBeatEnds(t *testing.T) {
-	c := grantClient(t, DisableHeartbeat(), WithHeartbeatConcurrency(1))
-	s := c.sched // its loop never starts: no lock is acquired
-	m := &s.meter
-	m.rtt = 5 * time.Millisecond // workers / round trip: 200/s
-	m.rttNanos.Store(int64(m.rtt))
-	now := time.Now()
-	start := now.Add(-measureWindow)
-	m.measure(start) // opens the first window
-	s.slots = 0
-	m.measure(now) // a saturated window of one beat in 500 ms: 2/s, ending now
-	if _, capacity, _ := s.load(); math.Abs(capacity-2*youngShare(1)) > 1e-9 {
-		t.Fatalf("capacity %v after a saturated window of one beat in 500 ms, want 2 (of which it counts %.2f while it has one window)", capacity, youngShare(1))
-	}
-	// No beat ends from here on (the client holds nothing). Past the
-	// horizon the rate rises a quarter per window: above 2/s within the
-	// horizon and one window more.
-	deadline := time.Now().Add(measureHorizon + 5*measureWindow)
-	for {
-		_, capacity, _ := s.load()
-		if capacity > 2 {
-			t.Logf("capacity %.1f/s after %s without a beat", capacity, time.Since(now).Round(time.Millisecond))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("capacity still %v/s after %s without a beat (horizon %s): admission stays shut for a client that renews nothing", capacity, time.Since(now).Round(time.Millisecond), measureHorizon)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -2,6 +2,7 @@ package dynamolock_test
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -42,11 +43,15 @@ func TestMutationTableApplies(t *testing.T) {
 			t.Errorf("%s: the replacement is the text itself", id)
 		}
 		if name, ok := strings.CutPrefix(detector, "test:"); ok {
-			if !testDeclared(t, name) {
-				t.Errorf("%s: detector %s is not a test of this package", id, name)
+			dir := "."
+			if pkg, test, ok := strings.Cut(name, ":"); ok { // test:./internal/PKG:NAME
+				dir, name = pkg, test
+			}
+			if !testDeclared(t, dir, name) {
+				t.Errorf("%s: detector %s is not a test of package %s", id, name, dir)
 			}
 		} else if detector != "sim" {
-			t.Errorf("%s: detector %q, want sim or test:NAME", id, detector)
+			t.Errorf("%s: detector %q, want sim, test:NAME or test:./internal/PKG:NAME", id, detector)
 		}
 	}
 	if rows == 0 {
@@ -54,11 +59,11 @@ func TestMutationTableApplies(t *testing.T) {
 	}
 }
 
-// testDeclared reports whether a _test.go file of this directory declares
+// testDeclared reports whether a _test.go file of directory dir declares
 // func name(t *testing.T).
-func testDeclared(t *testing.T, name string) bool {
+func testDeclared(t *testing.T, dir, name string) bool {
 	t.Helper()
-	entries, err := os.ReadDir(".")
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +71,7 @@ func testDeclared(t *testing.T, name string) bool {
 		if !strings.HasSuffix(e.Name(), "_test.go") {
 			continue
 		}
-		src, err := os.ReadFile(e.Name())
+		src, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arielsrv/dynamolock/v2/internal/entropy"
+	"github.com/arielsrv/dynamolock/v2/internal/renewals"
 )
 
 // schedEntry is the scheduler's bookkeeping for one held lock, kept in
@@ -48,7 +49,7 @@ type beatResult struct {
 //
 // It also publishes what admission control needs: the renewal rate the
 // held locks need at least (renewalNeed each), and feeds the
-// meter of the rate the workers sustain (see capacityMeter) with every
+// meter of the rate the workers sustain (see renewals.Meter) with every
 // successful beat.
 type scheduler struct {
 	c *Client
@@ -75,9 +76,9 @@ type scheduler struct {
 	epoch time.Time // the origin of the entries' times
 
 	// Published by the loop for admission control (float64 bits).
-	demandBits atomic.Uint64 // renewals per second the scheduled locks need at least
-	slackBits  atomic.Uint64 // share of its lease the first queued beat has left; +Inf: none queued
-	meter      capacityMeter // the rate the workers sustain; the loop feeds it
+	demandBits atomic.Uint64  // renewals per second the scheduled locks need at least
+	slackBits  atomic.Uint64  // share of its lease the first queued beat has left; +Inf: none queued
+	meter      renewals.Meter // the rate the workers sustain; the loop feeds it
 	// reserved is the need of the acquisitions admission control let go
 	// that do not hold their locks yet, in reserveUnit; see admit.
 	reserved atomic.Int64
@@ -110,7 +111,7 @@ func newScheduler(c *Client) *scheduler {
 		admitUntil: make([]int64, max(1, c.cfg.heartbeatConcurrency/4)),
 		admitGen:   make([]uint64, max(1, c.cfg.heartbeatConcurrency/4)),
 		epoch:      c.now(),
-		meter:      newCapacityMeter(c.cfg.heartbeatConcurrency, c.cfg.leaseDuration),
+		meter:      renewals.NewMeter(c.cfg.heartbeatConcurrency, c.cfg.leaseDuration),
 	}
 	s.slackBits.Store(math.Float64bits(math.Inf(1)))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -312,7 +313,7 @@ func (s *scheduler) update(l *Lock, now time.Time) {
 		}
 		return
 	}
-	s.setNeed(e, float32(renewalNeed(lease, s.meter.rtt)))
+	s.setNeed(e, float32(renewalNeed(lease, s.meter.RoundTrip())))
 	wake := s.at(leaseEnd)
 	if !monitorAt.IsZero() {
 		wake = min(wake, s.at(monitorAt))
@@ -394,7 +395,7 @@ func (s *scheduler) dispatch(now time.Time) {
 			s.update(l, now)
 			continue
 		}
-		if len(s.ready) >= s.slots && s.meter.rtt > 0 && left < lossMargin(s.meter.rtt) {
+		if len(s.ready) >= s.slots && s.meter.RoundTrip() > 0 && left < lossMargin(s.meter.RoundTrip()) {
 			// Overloaded (more locks wait than the workers left once this
 			// one takes a slot) and this beat could not land before the
 			// lease ends: sending it would only take a worker from locks
@@ -417,12 +418,12 @@ func (s *scheduler) dispatch(now time.Time) {
 		s.work <- l // never blocks: at most heartbeatConcurrency beats are handed out
 	}
 	if s.slots > 0 {
-		s.meter.idle()
+		s.meter.Idle()
 	}
 	slack := math.Inf(1)
 	if len(s.ready) > 0 {
 		e := &s.ready[0].sched
-		slack = float64(e.due-s.at(now)-int64(lossMargin(s.meter.rtt))) / 1e9 * float64(e.need)
+		slack = float64(e.due-s.at(now)-int64(lossMargin(s.meter.RoundTrip()))) / 1e9 * float64(e.need)
 	}
 	s.slackBits.Store(math.Float64bits(slack))
 	if draining {
@@ -456,10 +457,10 @@ func (s *scheduler) finished(r beatResult, now time.Time) {
 	e := &r.l.sched
 	e.beating = false
 	if r.rtt > 0 {
-		s.meter.beat(r.rtt, now)
+		s.meter.Beat(r.rtt, now)
 	}
 	if r.throttled && r.limit.tableLimit() {
-		s.meter.throttled(r.limit, now)
+		s.meter.Throttled(uint8(r.limit), now)
 	}
 	if r.failed {
 		backoff := min(max(2*time.Duration(e.backoff)*time.Millisecond, 25*time.Millisecond),
@@ -518,7 +519,7 @@ func (s *scheduler) beat(l *Lock) beatResult {
 // and the share of its lease the first heartbeat waiting for a worker has
 // left (+Inf when none waits).
 func (s *scheduler) load() (demand, capacity, slack float64) {
-	return math.Float64frombits(s.demandBits.Load()), s.meter.capacityAt(s.c.now()),
+	return math.Float64frombits(s.demandBits.Load()), s.meter.At(s.c.now()),
 		math.Float64frombits(s.slackBits.Load())
 }
 

@@ -24,7 +24,7 @@ import (
 //     AccountLimitExceeded (and RequestLimitExceeded, the account's request
 //     quota): the table or the account is at a limit someone set or can
 //     raise. A throttled heartbeat lowers what admission lets in to what
-//     the client's beats got through (capacityMeter.throttled), and a
+//     the client's beats got through (renewals.Meter.Throttled), and a
 //     refusal names the limit.
 //
 // An error without reasons (DynamoDB before 2025, DynamoDB Local, other

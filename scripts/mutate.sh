@@ -13,7 +13,8 @@
 # -sim.avoid=MUTATE_AVOID (default: the simulation's own default, which
 # leaves out the documented limits of docs/SIMULATION.md); "test:NAME" runs the root
 # package's tests matching ^NAME$ against DYNAMODB_ENDPOINT (make mutate
-# starts a DynamoDB Local for it). Prints one Markdown row per mutation,
+# starts a DynamoDB Local for it), "test:./internal/PKG:NAME" those of that
+# package. Prints one Markdown row per mutation,
 # and exits non-zero if one was not found or did not apply.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -73,7 +74,11 @@ PY
       ;;
     test:*)
       name="${detector#test:}"
-      out="$(cd "$dir" && go test -count=1 -race -run "^${name}\$" . 2>&1)"
+      pkg=.
+      if [[ "$name" == *:* ]]; then # test:./internal/x:NAME, a test of another package
+        pkg="${name%%:*}"; name="${name#*:}"
+      fi
+      out="$(cd "$dir" && go test -count=1 -race -run "^${name}\$" "$pkg" 2>&1)"
       if (( $? != 0 )) && grep -q -- "--- FAIL: ${name}" <<<"$out"; then
         result="found by $name, $((SECONDS - start)) s"
       else

@@ -1,4 +1,9 @@
-package dynamolock
+// Package renewals measures the renewal rate a client's heartbeat workers
+// sustain: the capacity that admission control compares the held locks'
+// need with (docs/HEARTBEATS.md, "How the rate is measured"). It is pure:
+// the caller feeds it what its heartbeats showed, with the time, and reads
+// what it publishes; it sends nothing and starts no goroutine.
+package renewals
 
 import (
 	"math"
@@ -6,13 +11,13 @@ import (
 	"time"
 )
 
-// capacityMeter measures the renewal rate a client's heartbeat workers
-// sustain, the capacity that admission control (see [Client.admit])
-// compares the held locks' need with. The scheduler's loop feeds it (beat
-// for every successful heartbeat, idle when a worker is free) and is the
-// only goroutine that writes it; admission reads what it publishes
-// (capacity, roundTrip) from any goroutine.
-type capacityMeter struct {
+// Meter measures the renewal rate a client's heartbeat workers sustain.
+// One goroutine feeds it (Beat for every successful heartbeat, Idle when a
+// worker is free, Throttled for a beat DynamoDB throttled at a table's or
+// account's limit) and is the only one that writes it; what it publishes
+// (Capacity, At, RoundTrip, Ceiling, HeardSince) is read from any
+// goroutine.
+type Meter struct {
 	workers int // WithHeartbeatConcurrency
 	span    int // the windows whose rate together counts (see worstSpan)
 
@@ -28,10 +33,10 @@ type capacityMeter struct {
 	// limit named.
 	ceilingBits  atomic.Uint64
 	ceilingUntil atomic.Int64
-	ceilingLimit atomic.Uint32
+	ceilingLimit atomic.Uint32 // the caller's code for it
 
-	// Owned by the scheduler's loop goroutine.
-	rtt      time.Duration // moving average of successful beats' round trips (see beat)
+	// Owned by the goroutine that feeds the meter.
+	rtt      time.Duration // moving average of successful beats' round trips (see Beat)
 	lastBeat time.Time     // when the last successful beat ended
 	// The renewal rate measured while every worker was busy: a window
 	// counts successful beats, and measures the rate if no worker was
@@ -45,18 +50,18 @@ type capacityMeter struct {
 	satAt       time.Time   // when the last saturated window ended
 }
 
-// newCapacityMeter is the meter of workers heartbeat workers renewing
-// locks of lease (the client's default): its spans (see worstSpan) last
+// NewMeter is the meter of a client with workers heartbeat workers whose
+// locks have lease (the client's default): its spans (see worstSpan) last
 // half such a lease, up to rateSpan.
-func newCapacityMeter(workers int, lease time.Duration) capacityMeter {
+func NewMeter(workers int, lease time.Duration) Meter {
 	span := int(min(rateSpan, lease/2) / measureWindow)
 	span = max(span, 1)
 	// The memory's windows, and those before it that a span ending in it
 	// begins with.
-	return capacityMeter{workers: workers, span: span, satWindows: make([]satWindow, 0, int(rateMemory/measureWindow)+span)}
+	return Meter{workers: workers, span: span, satWindows: make([]satWindow, 0, int(rateMemory/measureWindow)+span)}
 }
 
-// beat counts a successful heartbeat that took rtt, ending at now.
+// Beat counts a successful heartbeat that took rtt, ending at now.
 //
 // The round trip is a moving average that rises slowly and falls with
 // time: a beat slower than the average counts for an eighth (one beat
@@ -69,7 +74,7 @@ func newCapacityMeter(workers int, lease time.Duration) capacityMeter {
 // beats later, for a client renewing one lock a second: it read a tenth of
 // the rate its beats showed, and refused acquisitions without cause (the
 // simulation's seed 48476682, invariant 14).
-func (m *capacityMeter) beat(rtt time.Duration, now time.Time) {
+func (m *Meter) Beat(rtt time.Duration, now time.Time) {
 	switch {
 	case m.rtt == 0:
 		m.rtt = rtt
@@ -85,30 +90,31 @@ func (m *capacityMeter) beat(rtt time.Duration, now time.Time) {
 	m.measure(now)
 }
 
-// heardSince reports whether a successful beat ended within d before now
+// HeardSince reports whether a successful beat ended within d before now
 // (true before any beat: nothing measured is not stale).
-func (m *capacityMeter) heardSince(now time.Time, d time.Duration) bool {
+func (m *Meter) HeardSince(now time.Time, d time.Duration) bool {
 	last := m.lastBeatNanos.Load()
 	return last == 0 || now.UnixNano()-last <= int64(d)
 }
 
-// idle records that a worker was free: the current window measures no
+// Idle records that a worker was free: the current window measures no
 // saturated rate.
-func (m *capacityMeter) idle() { m.windowIdle = true }
+func (m *Meter) Idle() { m.windowIdle = true }
 
-// capacity is the renewal rate per second the workers sustain, as last
+// Capacity is the renewal rate per second the workers sustain, as last
 // measured; 0 before the first successful beat.
-func (m *capacityMeter) capacity() float64 { return math.Float64frombits(m.capacityBits.Load()) }
+func (m *Meter) Capacity() float64 { return math.Float64frombits(m.capacityBits.Load()) }
 
-// throttled records a beat DynamoDB throttled at limit, the table's or the
+// Throttled records a beat DynamoDB throttled at limit, the table's or the
 // account's (a provisioned table's capacity, an on-demand table's maximum,
 // the account's quota), at now: that limit, not the workers, bounds the
 // renewals, and nothing a beat's round trip shows says how far. For
-// measureMemory the capacity admission counts on is at most the rate of
-// the beats that got through in the last window (the one still open, if
-// the last closed window had none). A hot key's throttling says nothing of
-// the table, and changes nothing here.
-func (m *capacityMeter) throttled(limit ThrottleLimit, now time.Time) {
+// Memory the capacity (At) is at most the rate of the beats that got
+// through in the last window (the one still open, if the last closed
+// window had none), and Ceiling gives limit back: the caller's own code
+// for the limit DynamoDB named. A hot key's throttling says nothing of the
+// table: the caller does not report it here.
+func (m *Meter) Throttled(limit uint8, now time.Time) {
 	rate := m.lastRate
 	if elapsed := now.Sub(m.windowStart); rate == 0 && !m.windowStart.IsZero() && elapsed > 0 {
 		rate = float64(m.windowBeats) / elapsed.Seconds()
@@ -122,39 +128,41 @@ func (m *capacityMeter) throttled(limit ThrottleLimit, now time.Time) {
 		return
 	}
 	m.ceilingBits.Store(math.Float64bits(rate))
-	m.ceilingUntil.Store(now.Add(measureMemory).UnixNano())
+	m.ceilingUntil.Store(now.Add(Memory).UnixNano())
 	m.ceilingLimit.Store(uint32(limit))
 }
 
-// ceiling is the capacity's ceiling at now after a throttled beat, and the
-// limit DynamoDB named; ok is false when there is none.
-func (m *capacityMeter) ceiling(now time.Time) (rate float64, limit ThrottleLimit, ok bool) {
+// Ceiling is the capacity's ceiling at now after a throttled beat, and the
+// limit given to Throttled; ok is false when there is none.
+func (m *Meter) Ceiling(now time.Time) (rate float64, limit uint8, ok bool) {
 	until := m.ceilingUntil.Load()
 	if until == 0 || now.UnixNano() >= until {
 		return 0, 0, false
 	}
-	return math.Float64frombits(m.ceilingBits.Load()), ThrottleLimit(m.ceilingLimit.Load()), true
+	return math.Float64frombits(m.ceilingBits.Load()), uint8(m.ceilingLimit.Load()), true
 }
 
-// capacityAt is capacity as of now: a stale saturated rate keeps rising by
+// At is the capacity as of now, the rate admission compares the held
+// locks' need with: Capacity, but a stale saturated rate keeps rising by
 // a quarter for every whole window that passed since the last beat ended
 // (up to workers / round trip). A window in which no beat ended had a free
 // worker: without this, a client that holds nothing sends no beat, no
 // window closes, and a rate measured in one slow moment would keep every
 // acquisition out for good (issue 21, invariant 14 of the simulation).
-func (m *capacityMeter) capacityAt(now time.Time) float64 {
+// A throttle's ceiling (see Throttled) caps it.
+func (m *Meter) At(now time.Time) float64 {
 	c := m.risen(now)
-	if ceiling, _, ok := m.ceiling(now); ok && (c == 0 || ceiling < c) {
+	if ceiling, _, ok := m.Ceiling(now); ok && (c == 0 || ceiling < c) {
 		return max(ceiling, math.SmallestNonzeroFloat64) // measured: 0 would read as "not yet"
 	}
 	return c
 }
 
-// risen is capacity as of now, risen if stale (see capacityAt).
-func (m *capacityMeter) risen(now time.Time) float64 {
-	c := m.capacity()
+// risen is Capacity as of now, risen if stale (see At).
+func (m *Meter) risen(now time.Time) float64 {
+	c := m.Capacity()
 	from := m.riseFromNanos.Load()
-	rtt := m.roundTrip()
+	rtt := m.RoundTrip()
 	if c == 0 || from == 0 || rtt <= 0 {
 		return c
 	}
@@ -189,9 +197,13 @@ func rise(rate float64, k int64, little float64) float64 {
 	return max(rate, min(rate*math.Pow(1.25, float64(min(k, 64))), little))
 }
 
-// roundTrip is the moving average of heartbeats' round trips (see beat);
+// RoundTrip is the moving average of heartbeats' round trips (see Beat);
 // 0 before the first successful beat.
-func (m *capacityMeter) roundTrip() time.Duration { return time.Duration(m.rttNanos.Load()) }
+func (m *Meter) RoundTrip() time.Duration { return time.Duration(m.rttNanos.Load()) }
+
+// SetCapacity publishes rate as the measured capacity, for the tests of
+// admission control that need one rate rather than beats that measure it.
+func (m *Meter) SetCapacity(rate float64) { m.capacityBits.Store(math.Float64bits(rate)) }
 
 // measure counts a successful beat and publishes the capacity: the lowest
 // rate, over spans of up to rateSpan (see worstSpan), of the windows of
@@ -216,7 +228,7 @@ func (m *capacityMeter) roundTrip() time.Duration { return time.Duration(m.rttNa
 // Admission binds only once the held locks need more than a period allows
 // (lease ≥ 2 periods): the scheduler is saturated then and measures a
 // fresh rate every window.
-func (m *capacityMeter) measure(now time.Time) {
+func (m *Meter) measure(now time.Time) {
 	m.windowBeats++
 	little := float64(m.workers) / m.rtt.Seconds()
 	if elapsed := now.Sub(m.windowStart); elapsed >= measureWindow {
@@ -240,7 +252,7 @@ func (m *capacityMeter) measure(now time.Time) {
 			m.satAt = now
 		case m.satRate > 0 && stale:
 			// One window, or as many as passed with no beat since the
-			// last one closed (past the horizon): capacityAt has been
+			// last one closed (past the horizon): At has been
 			// answering that since.
 			k := now.Sub(later(m.windowStart, m.satAt.Add(measureHorizon))) / measureWindow
 			m.satRate = rise(m.satRate, max(int64(k), 1), little)
@@ -269,7 +281,7 @@ func later(a, b time.Time) time.Time {
 
 // measureWindow is how long a window of the saturated rate lasts, and
 // measureHorizon how long a saturated rate stands as measured after the
-// last window that measured it. measureMemory is how long the meter
+// last window that measured it. Memory is how long the meter
 // trusts what it heard (a client that heard no beat for as long counts as
 // unmeasured; a throttle's ceiling holds as long).
 //
@@ -284,13 +296,13 @@ func later(a, b time.Time) time.Time {
 const (
 	measureWindow  = 500 * time.Millisecond
 	measureHorizon = 3 * time.Second
-	measureMemory  = 10 * time.Second
+	Memory         = 10 * time.Second
 	rateMemory     = time.Minute // satWindows holds this many windows
 	rateSpan       = 2 * time.Second
 )
 
 // rttMemory is the time in which faster beats bring the average round
-// trip down by e (see capacityMeter.beat).
+// trip down by e (see Meter.beat).
 const rttMemory = time.Second
 
 // satWindow is one saturated window: when it started and ended, and the
