@@ -92,7 +92,12 @@ func TestSeamAdmissionCountsAnAcquisitionByTheSchedulersRule(t *testing.T) {
 
 // steadyBackendClient is a client on the model (in a synctest bubble) whose
 // every UpdateItem is answered in a steady 200 ms: 4 heartbeat workers, a
-// 1 s lease renewed every 250 ms. Closed at the end of the test.
+// 1 s lease renewed every 250 ms, admission at a fraction of 1 (all of the
+// rate it measures). At a steady backend nothing but the rule admission
+// counts a lock's renewals by stands between a grant and a loss; the
+// default fraction (0.6 since issue 60) leaves a margin that hid a wrong
+// rule from these tests (mutations M47 and M48 went unfound). Closed at the
+// end of the test.
 func steadyBackendClient(t *testing.T) *dynamolock.Client {
 	t.Helper()
 	slow := func(ctx context.Context) error {
@@ -105,7 +110,8 @@ func steadyBackendClient(t *testing.T) *dynamolock.Client {
 	}
 	db := faults.Wrap(dynamolocktest.New().Conn(), &faults.Rule{Op: "UpdateItem", Before: slow})
 	c, err := dynamolock.New(db, "locks", dynamolock.WithLeaseDuration(time.Second),
-		dynamolock.WithHeartbeatPeriod(250*time.Millisecond), dynamolock.WithHeartbeatConcurrency(4))
+		dynamolock.WithHeartbeatPeriod(250*time.Millisecond), dynamolock.WithHeartbeatConcurrency(4),
+		dynamolock.WithHeartbeatAdmission(1))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	_, err = c.CreateTableWithContext(context.Background(), "locks")
