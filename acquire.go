@@ -67,7 +67,7 @@ func (c *Client) acquireKeyIn(ctx context.Context, t *acqTrace, key string, opts
 	t.attach(a)
 	if w := a.watches[0]; w.fair == nil && !o.failIfLocked && !o.refreshGiven {
 		// A plain waiter takes an unordered place in the key's queue, so
-		// that only the head of the queue polls fast (pace.go). One whose
+		// that only the head of the queue polls fast (internal/pacing). One whose
 		// caller chose the refresh period polls at it instead, as in
 		// dynamolock v2, and writes nothing into the key's item while it
 		// waits: on a hot key the places' writes (a join per wait, and its

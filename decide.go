@@ -53,11 +53,11 @@ type decision struct {
 	// due: a read of a live holder's item, when it could become stale or
 	// the wait ends (at is that or the next poll, whichever is earlier):
 	// a waiter with a place in the queue polls on its rank's schedule
-	// instead (pace.go), but never past due. Zero: at stands.
+	// instead (internal/pacing), but never past due. Zero: at stands.
 	due time.Time
 	// end is when the wait ends (with due): a waiter behind the head of
 	// its queue wakes for that, not for the holder's staleness, which the
-	// head watches (pace.go).
+	// head watches (internal/pacing).
 	end time.Time
 	// renew: at is when this waiter's place is to be renewed, before any
 	// read is due: the renewal goes without a read first (its answer shows

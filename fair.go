@@ -16,6 +16,7 @@ import (
 
 	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
+	"github.com/arielsrv/dynamolock/v2/internal/pacing"
 )
 
 // WithFairness makes the acquisition wait its turn: acquisitions of the key
@@ -89,12 +90,6 @@ const (
 // maxRemovals bounds the dead entries one write removes, so that a queue
 // full of them never makes the update expression too long.
 const maxRemovals = 50
-
-// maxWaiters bounds the entries of a fair queue (fairQueue), so that the
-// item's size stays within what validateItemSize budgets: a waiter that
-// finds the queue full waits behind it, polling, and joins once an entry
-// leaves.
-const maxWaiters = 100
 
 // fairState is an acquisition's place in the queue: a fair one's
 // (ordered), or, for the poll schedule only, a plain one's.
@@ -280,17 +275,17 @@ func (a *acquisition) fairly(w *watch, d decision, now time.Time, deadline time.
 }
 
 // pollEvery is the wait before w's next read for a waiter of rank in its
-// queue of live entries (pace.go).
+// queue of live entries (internal/pacing).
 func (a *acquisition) pollEvery(w *watch, rank, live int, now time.Time) time.Duration {
-	cycle, known := w.pace.cycle()
+	cycle, known := w.pace.Cycle()
 	refresh := a.o.refreshPeriod - randomUpTo(a.o.refreshJitter)
-	if w.pace.free() && rank > 1 {
+	if w.pace.Free() && rank > 1 {
 		// The key is free and a waiter before this one is to take it:
 		// about to, or a head that is late or dead.
-		return pollBehindFree(rank, live, now.Sub(w.pace.since), cycle, known, refresh)
+		return pacing.PollBehindFree(rank, live, now.Sub(w.pace.Since()), cycle, known, refresh)
 	}
-	hold := now.Sub(w.pace.since)
-	if w.pace.chain >= 2 {
+	hold := now.Sub(w.pace.Since())
+	if w.pace.Chain() >= 2 {
 		// The key goes from one caller of its holder's process to the
 		// next (a same-process hand-over): to this waiter that is one
 		// long hold, whose releases it cannot take. Read at the cap of a
@@ -298,14 +293,14 @@ func (a *acquisition) pollEvery(w *watch, rank, live int, now time.Time) time.Du
 		// waiters of a second process made a hot key 40 % slower.
 		hold = forever
 	}
-	return pollEvery(rank, live, hold, cycle, known, refresh)
+	return pacing.PollEvery(rank, live, hold, cycle, known, refresh)
 }
 
 // keepPlace makes a waiting decision keep this waiter's entry in the queue:
 // add it when it is missing, renew it when a third of its lease has passed.
 // A waiter that finds the queue full (queued entries) waits behind it.
 func (f *fairState) keepPlace(d decision, mine bool, queued int, v *view, now time.Time) decision {
-	if v.absent || !mine && queued >= maxWaiters {
+	if v.absent || !mine && queued >= lockitem.MaxWaiters {
 		return d
 	}
 	renewAt := f.beatAt.Add(f.lease / 3)
@@ -324,7 +319,7 @@ func (f *fairState) keepPlace(d decision, mine bool, queued int, v *view, now ti
 // item from the answer. The one queue of every kind: an entry is a ticket
 // (the place, drawn once), a beat and a lease, and what the kind adds. A
 // renewal lands only on an entry still there: one that others dropped as
-// dead is added again by a join that needs a place (maxWaiters), and a
+// dead is added again by a join that needs a place (lockitem.MaxWaiters), and a
 // renewal that arrives late (after this waiter left the queue) never
 // brings a dropped entry back.
 func (a *acquisition) join(ctx context.Context, w *watch) error {
@@ -355,9 +350,9 @@ func (a *acquisition) join(ctx context.Context, w *watch) error {
 		update = "SET " + q + "." + b.Name("#w", p.id) + " = " + b.Value(":e", entry)
 		cond += "attribute_exists(" + q + ".#w)"
 	case present:
-		// A new entry needs a place (maxWaiters).
+		// A new entry needs a place (lockitem.MaxWaiters).
 		update = "SET " + q + "." + b.Name("#w", p.id) + " = " + b.Value(":e", entry)
-		cond += "size(" + q + ") < " + b.Value(":maxq", lockitem.N(maxWaiters))
+		cond += "size(" + q + ") < " + b.Value(":maxq", lockitem.N(lockitem.MaxWaiters))
 	default:
 		update = "SET " + q + " = " + b.Value(":m", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{p.id: entry}})
 		cond += "attribute_not_exists(" + q + ")"

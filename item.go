@@ -39,21 +39,21 @@ func uintAttr(item map[string]types.AttributeValue, name string) (uint64, error)
 // othersReserve is the room every lock item keeps for what the other kinds
 // of holders and waiters add to it at their largest: an RWLock's
 // MaxReaders reader entries and its two counters at 20 digits, and a fair
-// queue of maxWaiters entries (an RWLock's carry their kind). Any key may
+// queue of lockitem.MaxWaiters entries (an RWLock's carry their kind). Any key may
 // get them (a fair waiter joins the queue of any lock; an RWLock's writer
 // is the item's holder), and a write that pushed the item past DynamoDB's
 // limit would be refused: a reader refused its place, a holder's renewal
 // refused until the lock is lost.
 var othersReserve = func() int {
 	readers := make(map[string]types.AttributeValue, MaxReaders)
-	queue := make(map[string]types.AttributeValue, maxWaiters)
+	queue := make(map[string]types.AttributeValue, lockitem.MaxWaiters)
 	beat, big := strings.Repeat("b", 36), lockitem.N(math.MaxUint64) // a beat is a UUID, as newRVN writes it
-	for i := range max(MaxReaders, maxWaiters) {
+	for i := range max(MaxReaders, lockitem.MaxWaiters) {
 		id := fmt.Sprintf("%016x", i) // randomID's length
 		if i < MaxReaders {
 			readers[id] = readerEntry(beat, maxLease, sessionKeyPrefix+beat)
 		}
-		if i < maxWaiters {
+		if i < lockitem.MaxWaiters {
 			queue[id] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
 				"t": lockitem.N(maxTicket), "b": lockitem.S(id), "l": lockitem.N(uint64(maxWaiterLease / time.Millisecond)), "k": lockitem.S("w"),
 			}}

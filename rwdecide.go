@@ -135,7 +135,7 @@ type rwInput struct {
 	maxReader int
 	// poll, when set, is the wait before the next read of a waiter of
 	// rank in the queue of n live entries (1: the first live entry;
-	// pace.go): a waiter with a place polls by its rank, as a fair lock's
+	// internal/pacing): a waiter with a place polls by its rank, as a fair lock's
 	// does, not once a refresh period.
 	poll func(rank, n int) time.Duration
 }
@@ -149,7 +149,7 @@ type rwInput struct {
 // before it leave room under the bound. A writer may go when no live
 // writer holds it, no live reader holds it, and nobody live waits before
 // it. Everyone else waits in the queue, renewing its entry; one that finds
-// the queue full (maxWaiters) waits behind it, polling, until a place
+// the queue full (lockitem.MaxWaiters) waits behind it, polling, until a place
 // frees.
 func rwDecide(in rwInput) decision {
 	v := in.view
@@ -297,7 +297,7 @@ func rwDecide(in rwInput) decision {
 		return decision{step: stepFail, err: notGranted(blocked, "FailIfLocked")}
 	case !in.deadline.IsZero() && !in.now.Before(in.deadline):
 		return decision{step: stepFail, err: notGranted(&TimeoutError{Age: in.now.Sub(in.start)}, "rwlock %q stayed unavailable: %v", in.name, blocked)}
-	case !mine && len(p.queue) >= maxWaiters:
+	case !mine && len(p.queue) >= lockitem.MaxWaiters:
 		// No place in the queue: wait behind it, and join once one frees.
 	case !mine || !in.now.Before(in.renewAt):
 		return decision{step: stepJoin}

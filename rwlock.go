@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
+	"github.com/arielsrv/dynamolock/v2/internal/pacing"
 )
 
 // MaxReaders is the most readers one [RWLock] lets in at once. A reader
@@ -239,8 +240,8 @@ func (k *rwHolder) decideAt(a *acquisition, w *watch, now time.Time) decision {
 			// saw last (a writer, or readers: the writer's slot released),
 			// without fair.go's free-key shortcut: readers hold a key whose
 			// slot is released.
-			cycle, known := w.pace.cycle()
-			return pollEvery(rank, n, now.Sub(w.pace.since), cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
+			cycle, known := w.pace.Cycle()
+			return pacing.PollEvery(rank, n, now.Sub(w.pace.Since()), cycle, known, a.o.refreshPeriod-randomUpTo(a.o.refreshJitter))
 		}})
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/arielsrv/dynamolock/v2/internal/pacing"
 )
 
 // watch is what an acquisition knows of one of its keys: the item as last
@@ -27,9 +29,9 @@ type watch struct {
 	endsBefore uint64
 	skipped    string // the RVN for which sleep last skipped its wait
 	hands      hands
-	pace       pace // the key's holders as this call saw them: the poll schedule (pace.go)
-	out        bool // a semaphore slot whose wait ended
-	woken      bool // the last sleep ended because a lock on the key ended here
+	pace       pacing.Pace // the key's holders as this call saw them: the poll schedule (internal/pacing)
+	out        bool        // a semaphore slot whose wait ended
+	woken      bool        // the last sleep ended because a lock on the key ended here
 	// handover: woken as the key's plain waiter by that hand-over (see
 	// here.wake), 0 when not; the call's next write (or its end) settles
 	// it.
@@ -104,11 +106,11 @@ func (a *acquisition) learn(ctx context.Context, w *watch, item map[string]types
 	*v = view{known: true, raw: item, absent: len(item) == 0}
 	now := a.c.now()
 	if v.absent {
-		w.pace.observe(nil, now)
+		w.pace.Observe(nil, now)
 		return nil
 	}
 	if v.rec, v.bad = a.c.cfg.schema.decodeItem(item); v.bad == nil {
-		w.pace.observe(v.rec, now)
+		w.pace.Observe(v.rec, now)
 	}
 	if v.bad == nil && !v.rec.Released {
 		v.seen = a.c.here.observe(w.regKey, v.rec.RVN, now)

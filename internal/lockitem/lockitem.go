@@ -184,3 +184,9 @@ const (
 	MaxSortKeyBytes      = 1024
 	MaxItemBytes         = 400 * 1024
 )
+
+// MaxWaiters bounds the entries of a key's waiter queue, so that the
+// item's size stays within what the size check budgets: a waiter that
+// finds the queue full waits behind it, polling, and joins once an entry
+// leaves.
+const MaxWaiters = 100

@@ -119,6 +119,6 @@ func readAllowance(reads []placedRead) (float64, string) {
 	return budgetFactor*(rate+head)*budgetWindow.Seconds() + budgetSlack*float64(len(calls)), strings.Join(who, ", ")
 }
 
-// keyReadsPerSecond is the library's keyReads (pace.go): what a key's
+// keyReadsPerSecond is the library's keyReads (internal/pacing): what a key's
 // placed waiters read together per refresh period of 1 s or more.
 const keyReadsPerSecond = 18

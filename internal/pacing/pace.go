@@ -1,6 +1,15 @@
-package dynamolock
+// Package pacing is the poll schedule of the waiters of one key: how long
+// a waiter of a given rank in the key's queue waits before its next read,
+// from what it has seen of the key's holders (Pace). It is pure: it reads
+// no item and sends nothing; the engine feeds it what its reads showed and
+// asks it when to read next.
+package pacing
 
-import "time"
+import (
+	"time"
+
+	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
+)
 
 // The poll schedule of a waiter with a place in a key's queue (issue 47,
 // docs/ENGINE.md "Polling by rank"). DynamoDB has no push a fleet can use,
@@ -29,8 +38,8 @@ import "time"
 //     as before.
 //
 // Every waiter still wakes when its holder could be stale and when its
-// wait ends (decision.due), and renews its entry every third of its lease
-// (keepPlace): a renewal answers as a read does.
+// wait ends (the engine's decision says when), and renews its entry every
+// third of its lease: a renewal answers as a read does.
 const (
 	headFloor = 5 * time.Millisecond
 	// keyReads is what a key's placed waiters read at most together, per
@@ -42,8 +51,8 @@ const (
 // othersReads[n] is the most the waiters of rank 2 to n of a queue of n
 // read per refresh period under a long hold: 4/3 for rank 2 (every 3/4 of
 // a period), 1/r for a rank r ≥ 3 (every r periods). 5.0 for a full queue.
-var othersReads = func() (o [maxWaiters + 1]float64) {
-	for n := 2; n <= maxWaiters; n++ {
+var othersReads = func() (o [lockitem.MaxWaiters + 1]float64) {
+	for n := 2; n <= lockitem.MaxWaiters; n++ {
 		o[n] = o[n-1] + 1/float64(n)
 		if n == 2 {
 			o[n] = 4.0 / 3
@@ -56,13 +65,13 @@ var othersReads = func() (o [maxWaiters + 1]float64) {
 // n live waiters at refresh (the refresh period less its jitter): what
 // the ranks behind it leave of the key's budget, spread evenly.
 func headCap(n int, refresh time.Duration) time.Duration {
-	n = min(max(n, 1), maxWaiters)
+	n = min(max(n, 1), lockitem.MaxWaiters)
 	return time.Duration(float64(max(refresh, time.Second)) / (keyReads - othersReads[n])).Round(time.Microsecond)
 }
 
-// pace is what a waiter has seen of a key's holders: the hold it sees now
+// Pace is what a waiter has seen of a key's holders: the hold it sees now
 // and since when, and the fencing tokens over time (one per acquisition).
-type pace struct {
+type Pace struct {
 	owner   string // the holder seen ("": free) and its fencing token (a released item's, when free)
 	held    string // the last holder seen, free or not
 	token   uint64
@@ -73,15 +82,24 @@ type pace struct {
 	last    uint64
 	// chain counts the holders seen in a row, after the first, with the
 	// owner of the one before (new fencing tokens of one owner): a process
-	// handing the key from one of its callers to the next (here.go's
+	// handing the key from one of its callers to the next (the engine's
 	// same-process hand-over) rather than releasing it to the queue.
 	chain int
 }
 
-// observe records the holder an answer showed (nil: no item). A key
+// Since is when the waiter first saw the hold it sees now (or the key
+// free).
+func (p *Pace) Since() time.Time { return p.since }
+
+// Chain counts the holders seen in a row, after the first, with the owner
+// of the one before: more than one is a process handing the key from one
+// of its callers to the next, one long hold to the waiters of another.
+func (p *Pace) Chain() int { return p.chain }
+
+// Observe records the holder an answer showed (nil: no item). A key
 // released by one acquisition and then by another was free twice: the
 // released item's fencing token tells the two apart.
-func (p *pace) observe(rec *lockRecord, now time.Time) {
+func (p *Pace) Observe(rec *lockitem.Record, now time.Time) {
 	owner, token := "", uint64(0)
 	if rec != nil {
 		token = rec.FencingToken
@@ -113,23 +131,23 @@ func (p *pace) observe(rec *lockRecord, now time.Time) {
 	}
 }
 
-// free reports whether the last answer showed the key free (no item, or
+// Free reports whether the last answer showed the key free (no item, or
 // released).
-func (p *pace) free() bool { return p.owner == "" }
+func (p *Pace) Free() bool { return p.owner == "" }
 
-// cycle is the mean time per acquisition the tokens show, if two tokens
+// Cycle is the mean time per acquisition the tokens show, if two tokens
 // were seen.
-func (p *pace) cycle() (time.Duration, bool) {
+func (p *Pace) Cycle() (time.Duration, bool) {
 	if p.last <= p.first {
 		return 0, false
 	}
 	return p.lastAt.Sub(p.firstAt) / time.Duration(p.last-p.first), true
 }
 
-// pollEvery is the wait before the next read of a waiter of rank (1: the
+// PollEvery is the wait before the next read of a waiter of rank (1: the
 // head) in a queue of n live waiters that has seen the current hold for
 // hold, at refresh (the refresh period less its jitter).
-func pollEvery(rank, n int, hold, cycle time.Duration, cycleKnown bool, refresh time.Duration) time.Duration {
+func PollEvery(rank, n int, hold, cycle time.Duration, cycleKnown bool, refresh time.Duration) time.Duration {
 	// A refresh period longer than the default asks for fewer reads: the
 	// floor and the head's cap grow with it (5 ms and 55.6 ms for a lone
 	// waiter at 1 s, 50 ms and 556 ms at 10 s).
@@ -160,7 +178,7 @@ func pollEvery(rank, n int, hold, cycle time.Duration, cycleKnown bool, refresh 
 	return max(min(wait, hi), min(lo, hi))
 }
 
-// pollBehindFree is the wait before the next read of a waiter of rank ≥ 2
+// PollBehindFree is the wait before the next read of a waiter of rank ≥ 2
 // in a queue of n live waiters that finds the key free, and has seen it so
 // for age, while a waiter before it is to take it. A live head takes a
 // freed key within its own poll (about a quarter of the last hold, or
@@ -179,7 +197,7 @@ func pollEvery(rank, n int, hold, cycle time.Duration, cycleKnown bool, refresh 
 // late head later still), and the waiters behind a dead head read its key
 // every (r-1)·5 ms for the head's whole lease: 8 of them about 420 times a
 // second in virtual time.
-func pollBehindFree(rank, n int, age, cycle time.Duration, cycleKnown bool, refresh time.Duration) time.Duration {
+func PollBehindFree(rank, n int, age, cycle time.Duration, cycleKnown bool, refresh time.Duration) time.Duration {
 	r := time.Duration(rank - 1)
 	hi := satMul(time.Duration(rank), refresh)
 	if rank == 2 {
@@ -194,6 +212,9 @@ func pollBehindFree(rank, n int, age, cycle time.Duration, cycleKnown bool, refr
 	}
 	return min(max(satMul(r, step), 3*age), hi)
 }
+
+// forever is the largest duration.
+const forever = time.Duration(1<<63 - 1)
 
 // satMul is n×d, saturated at the largest duration.
 func satMul(n, d time.Duration) time.Duration {

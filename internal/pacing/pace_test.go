@@ -1,4 +1,4 @@
-package dynamolock
+package pacing
 
 import (
 	"math"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The schedule itself (pace.go): the head follows a short hold closely and
+// The schedule itself: the head follows a short hold closely and
 // a long one at most every 55.6 ms alone, 70.9 ms with 31 waiters behind
 // it, 77.0 ms with 99 (what they leave of the key's 18 reads a second); a
 // longer refresh period slows it; the others come back sooner when the
@@ -39,7 +39,7 @@ func TestPollSchedule(t *testing.T) {
 		{"rank 100, refresh of math.MaxInt64: no overflow", 100, 100, time.Hour, 0, math.MaxInt64, false, 99 * (math.MaxInt64 / 200)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := pollEvery(tc.rank, tc.n, tc.hold, tc.cycle, tc.known, tc.refresh); got != tc.want {
+			if got := PollEvery(tc.rank, tc.n, tc.hold, tc.cycle, tc.known, tc.refresh); got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
@@ -63,7 +63,7 @@ func TestPollScheduleToleratesAnOverestimatedPace(t *testing.T) {
 			est := time.Duration(float64(cycle) * over)
 			at, rank := time.Duration(0), start
 			for rank > 1 {
-				at += pollEvery(rank, start, 0, est, true, time.Second)
+				at += PollEvery(rank, start, 0, est, true, time.Second)
 				rank = max(start-int(at/cycle), 1)
 			}
 			turn := time.Duration(start-1) * cycle
@@ -74,8 +74,8 @@ func TestPollScheduleToleratesAnOverestimatedPace(t *testing.T) {
 	}
 }
 
-// Behind a free key that a waiter before it is to take (pace.go's
-// pollBehindFree): back at the queue's pace while the key is about to
+// Behind a free key that a waiter before it is to take
+// (PollBehindFree): back at the queue's pace while the key is about to
 // change hands, later the longer it stays free, and once it has stayed
 // free past two of the head's longest polls (the head is dead or too
 // slow), as under a long hold.
@@ -98,7 +98,7 @@ func TestPollBehindAFreeKey(t *testing.T) {
 		{"rank 100, refresh of math.MaxInt64: no overflow", 100, 100, time.Hour, 0, math.MaxInt64, false, 99 * (math.MaxInt64 / 200)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := pollBehindFree(tc.rank, tc.n, tc.age, tc.cycle, tc.known, tc.refresh); got != tc.want {
+			if got := PollBehindFree(tc.rank, tc.n, tc.age, tc.cycle, tc.known, tc.refresh); got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
