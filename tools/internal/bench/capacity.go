@@ -81,7 +81,12 @@ type CapacityRun struct {
 	// acquisition; 0: none), and PauseBeforeLoss the longest pause until
 	// then (see pauseWatch).
 	LongestPause, FirstLoss, PauseBeforeLoss time.Duration
-	CloseErr                                 string
+	// The machine's CPU steal in percent of all cores (see pauseWatch):
+	// the most in any 250 ms, the most in the 5 s before the first loss,
+	// and the share over the run; -1: unknown.
+	StealMax, StealBeforeLoss, StealAll int
+
+	CloseErr string
 }
 
 // BeatsPerSec is the heartbeat rate achieved during the hold.
@@ -270,6 +275,7 @@ hold:
 	holdEnd := time.Now()
 	pauses.stop()
 	r.LongestPause, r.FirstLoss, r.PauseBeforeLoss = pauses.longest, pauses.firstLoss, pauses.longestBeforeLoss
+	r.StealMax, r.StealBeforeLoss, r.StealAll = pauses.stealMax, pauses.stealBeforeLoss, pauses.stealAll
 	r.CPUClient = cpuTime() - cpu0
 	if e.ServerPID > 0 {
 		r.CPUServer = procCPU(e.ServerPID) - srv0

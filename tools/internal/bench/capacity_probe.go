@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -232,16 +233,26 @@ type pauseWatch struct {
 	once          sync.Once
 	// Written by the watch until stop returns.
 	longest, firstLoss, longestBeforeLoss time.Duration // firstLoss: since the start; 0: none
+	// The machine's CPU steal (see machineCPU), sampled every 250 ms: the
+	// most of any sample, the most in the 5 s before the first loss, and
+	// the share over the whole watch, in percent of all cores (-1: unknown).
+	stealMax, stealBeforeLoss, stealAll int
 }
 
 func watchPauses(c *dynamolock.Client, began time.Time) *pauseWatch {
-	w := &pauseWatch{done: make(chan struct{}), stopped: make(chan struct{})}
+	w := &pauseWatch{done: make(chan struct{}), stopped: make(chan struct{}), stealMax: -1, stealBeforeLoss: -1, stealAll: -1}
 	go func() {
 		defer close(w.stopped)
 		const tick = 10 * time.Millisecond
+		const sampleTicks = 25 // a CPU sample every 250 ms
 		t := time.NewTicker(tick)
 		defer t.Stop()
 		last := time.Now()
+		first := readMachineCPU()
+		prev := first
+		var recent [20]int // the last 5 s of steal samples, a ring
+		ticks := 0
+		defer func() { w.stealAll = readMachineCPU().stealPercent(first) }()
 		for {
 			select {
 			case <-w.done:
@@ -249,8 +260,19 @@ func watchPauses(c *dynamolock.Client, began time.Time) *pauseWatch {
 			case <-t.C:
 				now := time.Now() // when this goroutine ran, not when the tick was due
 				w.longest = max(w.longest, now.Sub(last)-tick)
+				if ticks++; ticks%sampleTicks == 0 {
+					cur := readMachineCPU()
+					if st := cur.stealPercent(prev); st >= 0 {
+						w.stealMax = max(w.stealMax, st)
+						recent[(ticks/sampleTicks)%len(recent)] = st
+					}
+					prev = cur
+				}
 				if w.firstLoss == 0 && c.Stats().LocksLost > 0 {
 					w.firstLoss, w.longestBeforeLoss = now.Sub(began), w.longest
+					if w.stealMax >= 0 {
+						w.stealBeforeLoss = slices.Max(recent[:])
+					}
 				}
 				last = time.Now() // after Stats: its wait is not this process's pause
 			}

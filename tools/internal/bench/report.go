@@ -91,6 +91,7 @@ func (r *CapacityResult) Markdown(cmd string) string {
 	if unpaced := r.unpacedRuns(); len(unpaced) > 0 && r.Ceiling != nil {
 		b.w("**Refuse, never lose**: each N asked unpaced (%d acquisitions in flight, `FailIfLocked`, no pause for the heartbeat backlog: admission control alone decides), held for the hold time. "+
 			"Longest pause: the longest delay of a 10 ms ticker in this process, from the first acquisition to the end of the hold (the process went without the CPU, or its goroutines waited on the Go scheduler: a pause longer than a lease's slack delays every heartbeat by as much). "+
+			"CPU steal: the machine's CPU time that the hypervisor gave another guest while this one had work, in percent of all its cores, from /proc/stat every 250 ms (on a shared VM, a stretch of steal slows DynamoDB Local and the client together, and the run is not a quiet one). "+
 			"Refused: acquisitions that failed with `ErrHeartbeatCapacity`. Bound: min(N, raw ceiling × lease) with the ceiling measured above%s, in the same run. Goal: 0 lost and held at end ≥ %.0f%% of the bound.",
 			unpaced[0].AcquireWorkers, r.Ceiling.BoundWhich(), 100*NeverLoseTarget)
 		b.w("")
@@ -107,6 +108,12 @@ func (r *CapacityResult) Markdown(cmd string) string {
 			pause := x.LongestPause.Round(time.Millisecond).String()
 			if x.FirstLoss > 0 {
 				pause += fmt.Sprintf("; first loss at %s, after pauses of at most %s", x.FirstLoss.Round(100*time.Millisecond), x.PauseBeforeLoss.Round(time.Millisecond))
+			}
+			if x.StealMax >= 0 && x.StealAll >= 0 {
+				pause += fmt.Sprintf("; CPU steal %d%% of the run, at most %d%% in 250 ms", x.StealAll, x.StealMax)
+				if x.FirstLoss > 0 && x.StealBeforeLoss >= 0 {
+					pause += fmt.Sprintf(", %d%% in the 5 s before the first loss", x.StealBeforeLoss)
+				}
 			}
 			b.w("| %s | %s | %s | %s | %s | %s | %.0f%% (%s) | %s | %s s | %s |",
 				commas(int64(x.N)), boldIf(x.Lost > 0, commas(int64(x.Lost))), why, commas(int64(x.AcquireErrors-x.Refused)),

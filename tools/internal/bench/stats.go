@@ -155,6 +155,16 @@ func readMachineCPU() machineCPU {
 	return m
 }
 
+// stealPercent is the stolen share of the machine's CPU time between prev
+// and m, in percent; -1 when /proc/stat is not there.
+func (m machineCPU) stealPercent(prev machineCPU) int {
+	t := m.total - prev.total
+	if t <= 0 || prev.total == 0 {
+		return -1
+	}
+	return int(100 * (m.steal - prev.steal) / t)
+}
+
 // since formats the machine's busy and stolen shares of its CPU time
 // between prev and m, or "" when /proc/stat is not there.
 func (m machineCPU) since(prev machineCPU) string {
