@@ -77,7 +77,7 @@ func (c *Client) acquireKeyIn(ctx context.Context, t *acqTrace, key string, opts
 		w.fair = newPlainPlace(o)
 	}
 	l, err := a.acquireOne(ctx)
-	c.metrics.acquired(ctx, err, c.since(a.start))
+	c.metrics.Acquired(ctx, acquireOutcome(err), c.since(a.start))
 	return l, err
 }
 

@@ -134,7 +134,7 @@ func (c *Client) admit(ctx context.Context, n int, lease time.Duration, deadline
 		}
 		if !waited {
 			waited = true
-			c.metrics.admissionWait()
+			c.metrics.AdmissionWait()
 			c.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "waiting for heartbeat capacity", slog.String("what", what),
 				slog.Float64("need", need), slog.Float64("capacity", capacity), slog.Float64("slack", slack))
 		}

@@ -132,7 +132,7 @@ func (c *Client) conflictRetry(ctx context.Context, op string, err error, try in
 	if err == nil || try >= conflictRetries || !isTransactionConflict(err) {
 		return false
 	}
-	c.metrics.call(ctx, op)
+	c.metrics.Call(ctx, op)
 	backoff := conflictBackoff << try
 	t := c.newTimer(backoff + randomUpTo(backoff))
 	defer t.Stop()
@@ -192,7 +192,7 @@ func (c *Client) describeTable(ctx context.Context, feature, tableName string) (
 		// DynamoDB describes a table it has, or answers that it has none.
 		err = c.wrongAnswer("DescribeTable", fmt.Sprintf("it answered DescribeTable of %q with no table description", tableName))
 	}
-	c.metrics.call(ctx, "DescribeTable")
+	c.metrics.Call(ctx, "DescribeTable")
 	c.answer(err)
 	if err != nil && !isNotFound(err) {
 		err = c.classifyAs(ctx, "DescribeTable", err, false)
@@ -218,7 +218,7 @@ func (c *Client) describeGlobalTable(ctx context.Context, name string) (*dynamod
 	bctx, end := c.bounded(ctx, "DescribeGlobalTable")
 	out, err := dg.DescribeGlobalTable(bctx, &dynamodb.DescribeGlobalTableInput{GlobalTableName: aws.String(name)}, withoutRetryQuota)
 	err = end(err)
-	c.metrics.call(ctx, "DescribeGlobalTable")
+	c.metrics.Call(ctx, "DescribeGlobalTable")
 	c.answer(err)
 	if err != nil && !isGlobalTableNotFound(err) {
 		err = c.classifyAs(ctx, "DescribeGlobalTable", err, false)
@@ -247,7 +247,7 @@ func (c *Client) sendCreateTable(ctx context.Context, in *dynamodb.CreateTableIn
 	bctx, end := c.bounded(ctx, "CreateTable")
 	out, err := c.db.CreateTable(bctx, in, withoutRetryQuota)
 	err = end(err)
-	c.metrics.call(ctx, "CreateTable")
+	c.metrics.Call(ctx, "CreateTable")
 	c.answer(err)
 	if err != nil {
 		err = c.classifyAs(ctx, "CreateTable", err, false)
@@ -364,7 +364,7 @@ func (c *Client) sdkOptions() (dynamodb.Options, bool) {
 
 // done counts a read or table call named op and classifies its error.
 func (c *Client) done(ctx context.Context, op string, err error) error {
-	c.metrics.call(ctx, op)
+	c.metrics.Call(ctx, op)
 	c.answer(err)
 	if err == nil {
 		return nil
@@ -377,7 +377,7 @@ func (c *Client) done(ctx context.Context, op string, err error) error {
 func (c *Client) counted(ctx context.Context, op string, err error) error {
 	var te *ThrottlingError
 	if errors.As(err, &te) {
-		c.metrics.throttled(ctx, op, te.Limit)
+		c.metrics.Throttled(ctx, op, uint8(te.Limit), te.Limit.String())
 	}
 	return err
 }
@@ -400,7 +400,7 @@ func (c *Client) startWrite(ctx context.Context) (*writeAttempts, error) {
 
 // endWrite counts the write named op and classifies its error.
 func (c *Client) endWrite(ctx context.Context, op string, t *writeAttempts, err error) error {
-	c.metrics.call(ctx, op)
+	c.metrics.Call(ctx, op)
 	c.answer(err)
 	if err == nil {
 		return nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/arielsrv/dynamolock/v2/internal/entropy"
 	"github.com/arielsrv/dynamolock/v2/internal/lockitem"
+	"github.com/arielsrv/dynamolock/v2/internal/metrics"
 )
 
 // DynamoDBClient is the part of the DynamoDB API the lock client needs, with
@@ -39,7 +40,7 @@ type DynamoDBClient interface {
 type Client struct {
 	cfg     config // written only in New: see config
 	db      DynamoDBClient
-	metrics *clientMetrics
+	metrics *metrics.Set
 	tele    *tracing   // spans (trace.go)
 	table   tableCheck // the table's replication, checked before the first write
 	// answered: DynamoDB answered a call of this client (see unreachable).
@@ -99,14 +100,11 @@ func New(db DynamoDBClient, tableName string, opts ...ClientOption) (*Client, er
 		return nil, err
 	}
 	c.cfg.resolve()
-	c.metrics = newClientMetrics(nil)
-	if c.cfg.meterProvider != nil {
-		inst, err := newOtelInstruments(c, c.cfg.meterProvider)
-		if err != nil {
-			return nil, fmt.Errorf("dynamolock: WithMeterProvider: %w", err)
-		}
-		c.metrics.otel = inst
+	m, errs := metrics.New(c.cfg.meterProvider, meterName, func() int64 { return int64(c.here.count()) })
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("dynamolock: WithMeterProvider: %w", joinErrors(errs...))
 	}
+	c.metrics = m
 	c.tele = newTracing(c.cfg.tracerProvider, c.cfg.tableName, c.cfg.ownerName)
 	c.here = newHere(c.cfg.maxObservations)
 	c.sched = newScheduler(c)

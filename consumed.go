@@ -30,7 +30,7 @@ func askCapacity(rc *types.ReturnConsumedCapacity) {
 // it (nothing when the DynamoDBClient answered without it).
 func (c *Client) consumed(ctx context.Context, op string, cc *types.ConsumedCapacity) {
 	if cc != nil {
-		c.metrics.consumed(ctx, op, aws.ToFloat64(cc.CapacityUnits), false)
+		c.metrics.Consumed(ctx, op, aws.ToFloat64(cc.CapacityUnits), false)
 	}
 }
 
@@ -41,7 +41,7 @@ func (c *Client) consumedTx(ctx context.Context, cc []types.ConsumedCapacity) {
 	for _, x := range cc {
 		units += aws.ToFloat64(x.CapacityUnits)
 	}
-	c.metrics.consumed(ctx, "TransactWriteItems", units, false)
+	c.metrics.Consumed(ctx, "TransactWriteItems", units, false)
 }
 
 // failedWriteCost counts the write units of a conditional write of op that
@@ -59,5 +59,5 @@ func (c *Client) failedWriteCost(ctx context.Context, op string, err error) {
 		return
 	}
 	units := max(1, math.Ceil(float64(lockitem.Size(ccf.Item))/1024))
-	c.metrics.consumed(ctx, op, units, true)
+	c.metrics.Consumed(ctx, op, units, true)
 }

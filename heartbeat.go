@@ -317,7 +317,7 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 				c.undoLanded(ctx, l, w)
 				return err
 			}
-			c.metrics.heartbeat(ctx, "ok")
+			c.metrics.Heartbeat(ctx, "ok")
 			return nil
 		}
 		var ccf *types.ConditionalCheckFailedException
@@ -325,10 +325,10 @@ func (c *Client) heartbeatOnce(ctx context.Context, l *Lock, o *sendHeartbeatOpt
 			if follows < maxRVNFollows && l.followMovedRVN(ccf.Item) {
 				continue
 			}
-			c.metrics.heartbeat(ctx, "lost")
+			c.metrics.Heartbeat(ctx, "lost")
 			return l.loseHow(ErrLockTakenOver, l.takenHow(ccf.Item), err)
 		}
-		c.metrics.heartbeat(ctx, "error")
+		c.metrics.Heartbeat(ctx, "error")
 		if background && c.cfg.holdLockOnServiceUnavailable && httpStatus(err) == 503 {
 			// Amazon's Java client's holdLockOnServiceUnavailable: assume the
 			// lock is still ours and extend the lease locally. Unsafe; see

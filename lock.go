@@ -471,7 +471,7 @@ func (l *Lock) end(lost *LockLostError) bool {
 	held, granted := c.here.end(l, cancel, reason, c.now()) // this client's own waiters try at once
 	c.sched.notify(l)
 	if granted {
-		c.metrics.held(held, lost != nil)
+		c.metrics.Held(held, lost != nil)
 	} else {
 		held = -1
 	}
@@ -503,7 +503,7 @@ func (l *Lock) loseHow(cause error, how string, err error) error {
 	lost.how = how
 	if l.end(lost) {
 		l.log(slog.LevelWarn, "lock lost", slogErr(lost))
-		l.client.metrics.lost(cause)
+		l.client.metrics.Lost(lossCause(cause))
 	}
 	return l.ended()
 }

@@ -3,8 +3,9 @@ package dynamolock
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
+
+	"github.com/arielsrv/dynamolock/v2/internal/metrics"
 )
 
 // Stats is a snapshot of a client's counters since [New].
@@ -38,59 +39,35 @@ type Stats struct {
 
 // Stats returns the client's counters. It makes no DynamoDB call.
 func (c *Client) Stats() Stats {
-	m := c.metrics
+	m := c.metrics.Snapshot()
 	return Stats{
 		HeldLocks:        c.here.count(),
-		HeartbeatBacklog: int(m.backlog.Load()),
-		HeartbeatsSent:   m.beatsOK.Load(),
-		HeartbeatErrors:  m.beatsErr.Load(),
-		LateHeartbeats:   m.late.Load(),
-		LocksLost:        m.lostN.Load(),
-		DynamoDBCalls:    m.calls.Load(),
-		AdmissionWaits:   m.admitted.Load(),
+		HeartbeatBacklog: m.Backlog,
+		HeartbeatsSent:   m.BeatsOK,
+		HeartbeatErrors:  m.BeatsErr,
+		LateHeartbeats:   m.Late,
+		LocksLost:        m.Lost,
+		DynamoDBCalls:    m.Calls,
+		AdmissionWaits:   m.AdmissionWaits,
 
-		Throttled:            m.throttledAll.Load(),
-		ThrottledKeyRange:    m.throttledBy[ThrottleKeyRange].Load(),
-		ThrottledProvisioned: m.throttledBy[ThrottleProvisioned].Load(),
-		ThrottledMaxOnDemand: m.throttledBy[ThrottleMaxOnDemand].Load(),
-		ThrottledAccount:     m.throttledBy[ThrottleAccount].Load(),
-	}.withContention(&m.contention)
-}
+		Throttled:            m.Throttled,
+		ThrottledKeyRange:    m.ThrottledBy[ThrottleKeyRange],
+		ThrottledProvisioned: m.ThrottledBy[ThrottleProvisioned],
+		ThrottledMaxOnDemand: m.ThrottledBy[ThrottleMaxOnDemand],
+		ThrottledAccount:     m.ThrottledBy[ThrottleAccount],
 
-// clientMetrics counts what the client does; the counters feed Stats and
-// the OpenTelemetry instruments, when a meter provider is configured.
-type clientMetrics struct {
-	otel *otelInstruments // nil: counters only
-
-	calls    atomic.Uint64
-	beatsOK  atomic.Uint64
-	beatsErr atomic.Uint64
-	late     atomic.Uint64
-	lostN    atomic.Uint64
-	backlog  atomic.Int64
-	admitted atomic.Uint64 // acquisitions that waited for heartbeat capacity
-
-	throttledAll atomic.Uint64
-	throttledBy  [numThrottleLimits]atomic.Uint64
-
-	contention contentionCounts // waiters, contended acquisitions, holds, capacity (contention_metrics.go)
-}
-
-func newClientMetrics(o *otelInstruments) *clientMetrics { return &clientMetrics{otel: o} }
-
-func (m *clientMetrics) call(ctx context.Context, op string) {
-	m.calls.Add(1)
-	if m.otel != nil {
-		m.otel.call(ctx, op)
+		Waiters:               m.Waiters,
+		ContendedAcquisitions: m.Contended,
+		HoldsEnded:            m.Holds,
+		HoldTime:              m.HoldTime,
+		ConsumedCapacity:      m.Reported,
+		UnreportedCapacity:    m.Estimated,
 	}
 }
 
-func (m *clientMetrics) acquired(ctx context.Context, err error, waited time.Duration) {
-	if m.otel == nil {
-		return
-	}
-	m.otel.acquired(ctx, acquireOutcome(err), waited)
-}
+// The metrics count the limits apart as ThrottleLimit numbers them: a
+// compile-time check that they agree.
+const _ = uint(metrics.Limits-numThrottleLimits) + uint(numThrottleLimits-metrics.Limits)
 
 // acquireOutcome names how an acquiring call ended, for its metrics and its
 // span.
@@ -117,37 +94,3 @@ func acquireOutcome(err error) string {
 	}
 	return outcome
 }
-
-func (m *clientMetrics) heartbeat(ctx context.Context, outcome string) {
-	switch outcome {
-	case "ok":
-		m.beatsOK.Add(1)
-	case "error":
-		m.beatsErr.Add(1)
-	}
-	if m.otel != nil {
-		m.otel.heartbeat(ctx, outcome)
-	}
-}
-
-func (m *clientMetrics) lost(cause error) {
-	m.lostN.Add(1)
-	if m.otel != nil {
-		m.otel.lost(cause)
-	}
-}
-
-// throttled counts a call named op that DynamoDB throttled at limit.
-func (m *clientMetrics) throttled(ctx context.Context, op string, limit ThrottleLimit) {
-	m.throttledAll.Add(1)
-	if limit < numThrottleLimits {
-		m.throttledBy[limit].Add(1)
-	}
-	if m.otel != nil {
-		m.otel.throttled(ctx, op, limit)
-	}
-}
-
-func (m *clientMetrics) lateBeat()        { m.late.Add(1) }
-func (m *clientMetrics) admissionWait()   { m.admitted.Add(1) }
-func (m *clientMetrics) setBacklog(n int) { m.backlog.Store(int64(n)) }

@@ -90,7 +90,7 @@ func (c *Client) AcquireLocks(ctx context.Context, keys []string, opts ...Acquir
 	a := c.newAcquisition(modeAll, o, sorted, fmt.Sprintf("keys %q", sorted))
 	t.attach(a)
 	got, err := a.admitThenRun(ctx)
-	c.metrics.acquired(ctx, err, c.since(a.start))
+	c.metrics.Acquired(ctx, acquireOutcome(err), c.since(a.start))
 	if err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ func (c *Client) ResumeLock(ctx context.Context, token string, opts ...AcquireLo
 	tr.sortKey(t.sortKey)
 	start := c.now()
 	l, err = c.resume(ctx, tr, t, o, what, start)
-	c.metrics.acquired(ctx, err, c.since(start))
+	c.metrics.Acquired(ctx, acquireOutcome(err), c.since(start))
 	return l, err
 }
 

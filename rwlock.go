@@ -180,7 +180,7 @@ func (rw *RWLock) acquire(ctx context.Context, writer bool, opts []AcquireLockOp
 	a.watches[0].fair = nil // WithFairness: the read/write lock's queue is always fair (rwDecide)
 	t.attach(a)
 	locks, err := a.admitThenRun(ctx)
-	c.metrics.acquired(ctx, err, c.since(a.start))
+	c.metrics.Acquired(ctx, acquireOutcome(err), c.since(a.start))
 	if err != nil {
 		return nil, err
 	}

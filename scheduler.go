@@ -406,7 +406,7 @@ func (s *scheduler) dispatch(now time.Time) {
 			continue
 		}
 		if now.Sub(due) > s.c.cfg.heartbeatPeriod {
-			s.c.metrics.lateBeat()
+			s.c.metrics.LateBeat()
 		}
 		s.slots--
 		e.beating = true
@@ -427,9 +427,9 @@ func (s *scheduler) dispatch(now time.Time) {
 	}
 	s.slackBits.Store(math.Float64bits(slack))
 	if draining {
-		s.c.metrics.setBacklog(0) // Close releases them: no beat is waited for
+		s.c.metrics.SetBacklog(0) // Close releases them: no beat is waited for
 	} else {
-		s.c.metrics.setBacklog(len(s.ready))
+		s.c.metrics.SetBacklog(len(s.ready))
 	}
 	if len(s.ready) > 0 && !draining && now.Sub(s.lastLog) > s.c.cfg.heartbeatPeriod {
 		s.lastLog = now

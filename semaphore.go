@@ -126,7 +126,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...AcquireLockOption) (l *
 	}
 	a.kind = k
 	locks, err := a.admitThenRun(ctx)
-	c.metrics.acquired(ctx, err, s.c.since(a.start))
+	c.metrics.Acquired(ctx, acquireOutcome(err), s.c.since(a.start))
 	if err != nil {
 		return nil, err
 	}

@@ -211,7 +211,7 @@ func (t *acqTrace) end(err error, locks ...*Lock) {
 	}
 	outcome := acquireOutcome(err)
 	if t.waited {
-		t.c.metrics.waitEnded(t.ctx, t.kind, outcome)
+		t.c.metrics.WaitEnded(t.ctx, t.kind, outcome)
 	}
 	for _, l := range locks {
 		if l != nil && t.span.SpanContext().IsSampled() {
@@ -288,7 +288,7 @@ func (t *acqTrace) waitingHere(a *acquisition, w *watch) {
 func (t *acqTrace) waits(a *acquisition, w *watch, sig holderSig, now time.Time, here bool) {
 	if !t.waited {
 		t.waited = true
-		t.c.metrics.waitStarted(t.ctx, t.kind)
+		t.c.metrics.WaitStarted(t.ctx, t.kind)
 	}
 	if !t.rec {
 		return
