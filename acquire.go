@@ -225,15 +225,6 @@ func (a *acquisition) admitThenRun(ctx context.Context) ([]*Lock, error) {
 			a.c.background(a.tr.detached(a.leaveQueues))
 		}
 		cancel()
-	} else if a.unsure() {
-		// The call holds a lock that none of its writes made (a reentrant
-		// call returned the one held here): a write of its own whose
-		// answer was lost may still land, once the key is free again, and
-		// under a session nothing else would free the item
-		// (docs/SIMULATION.md, F19).
-		cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
-		a.undo(cctx)
-		cancel()
 	}
 	for rvn := range a.attempts {
 		a.c.here.settled(rvn)

@@ -44,12 +44,22 @@ func (exclusive) decide(ctx context.Context, a *acquisition, w *watch) (*Lock, e
 			if l != nil {
 				cctx, cancel := a.c.withTimeout(context.WithoutCancel(ctx), undoTimeout)
 				a.leaveQueues(cctx) // WithFairness: this call's entry, if any, is not needed
+				if a.unsure() {
+					// A write of this call whose answer was lost may still
+					// land once the key is free again, and under a session
+					// nothing else would free the item: take it back before
+					// returning a lock none of its writes made (F19), and
+					// look at that lock only after this round trip.
+					a.undo(cctx)
+				}
 				cancel()
 				if l.held() {
 					return l, nil // another acquisition here got it meanwhile
 				}
-				// It ended while this call left the queue: never return a
-				// lock already ended; decide on what the item shows.
+				// It ended while this call left the queue or took back its
+				// writes (the simulation's seed 64000709, invariant 13):
+				// never return a lock already ended; decide on what the
+				// item shows.
 			}
 			// Not ours to take while another acquisition here writes it,
 			// or has it and may still release it.

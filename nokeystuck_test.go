@@ -6,6 +6,7 @@ package dynamolock_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,6 +211,77 @@ func TestSessionReentrantAdoptionTakesBackItsWriteInDoubt(t *testing.T) {
 	lateErr := landLate(t, db, first, late, "the reentrant call's write was not sent") // it lands on the released key
 	require.NoError(t, lateErr, "the reentrant call's write landed")
 	freeToOthers(t, table, "k", "the reentrant call's write")
+}
+
+// TestReentrantAdoptionNeverReturnsALockThatEndedDuringItsUndo: the F19
+// path above, without a session, met another ordering (the simulation's
+// seed 64000709, invariant 13): the reentrant call found the lock held
+// here, checked that it was held, and then took back its own write in
+// doubt. That undo is a round trip; the lock it was about to return
+// ended meanwhile (here: released; in the simulation, its lease ran out),
+// and the call returned it ended. Now the undo comes first and the lock is
+// looked at after it: a lock that ended is never returned, and the call
+// decides on what the item shows (the key is free: it takes it anew).
+func TestReentrantAdoptionNeverReturnsALockThatEndedDuringItsUndo(t *testing.T) {
+	table := newTable(t, "")
+	late := make(chan struct{})
+	db := faults.Wrap(mustDB(t))
+	c := newClient(t, db, table)
+	first := &faults.Rule{Op: "UpdateItem", Match: keyIs("k"), Times: 1, Late: late, Drop: true}
+	db.Add(first)
+	other := make(chan struct{})
+	db.Add(&faults.Rule{Op: "GetItem", Match: keyIs("k"), Times: 1, Before: func(ctx context.Context) error {
+		select {
+		case <-other:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	// The reentrant call's undo (a conditional release of the RVNs it
+	// wrote) waits until the lock it is to return has ended.
+	undoing, ended := make(chan struct{}), make(chan struct{})
+	db.Add(&faults.Rule{Op: "UpdateItem", Times: 1, Match: func(in any) bool {
+		u, ok := in.(*dynamodb.UpdateItemInput)
+		return ok && keyIs("k")(in) && u.ConditionExpression != nil && strings.Contains(*u.ConditionExpression, " IN (")
+	}, Before: func(ctx context.Context) error {
+		close(undoing)
+		select {
+		case <-ended:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	type result struct {
+		l   *dynamolock.Lock
+		err error
+	}
+	adopted := make(chan result, 1)
+	go func() {
+		l, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithReentrant(),
+			dynamolock.WithRefreshPeriod(50*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(5*time.Second))
+		adopted <- result{l, err}
+	}()
+	waitFor(t, 10*time.Second, "the reentrant call's first write", func() bool { return db.Hits(first) == 1 })
+	held, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithRefreshPeriod(50*time.Millisecond))
+	require.NoError(t, err, "the other acquisition takes the free key")
+	close(other)
+	select {
+	case <-undoing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reentrant call never took back its write in doubt")
+	}
+	ok, err := c.ReleaseLockWithContext(context.Background(), held)
+	require.NoError(t, err)
+	require.True(t, ok)
+	close(ended)
+	r := <-adopted
+	require.NoError(t, r.err)
+	require.NoError(t, r.l.Err(), "the lock returned is held, not one that ended during the undo")
+	require.NotEqual(t, held.FencingToken(), r.l.FencingToken(), "a new acquisition of the freed key")
+	close(late) // the lost write lands now, on a key another acquisition holds: it fails its condition
+	require.NoError(t, r.l.Close())
 }
 
 // readsSeen is a connection that reports each GetItem it answers.
