@@ -466,25 +466,47 @@ type observations struct {
 type observation struct {
 	rvn  string
 	seen time.Time
+	// The record version number seen before rvn, and when it was first
+	// seen: an answer older than the last one (a call of this client whose
+	// answer came later, with the item as it was before a renewal) replaces
+	// rvn for a moment, and the next answer shows the current one again;
+	// it keeps the time it was first seen (see observe).
+	prevRVN  string
+	prevSeen time.Time
 	// beats holds, for the other entries of an item (observeBeats), the
 	// beat seen in each and when it was first seen.
 	beats map[string]beatSeen
 }
 
+// observe records that key's item carries rvn at now, and returns when
+// this client first saw it there. A record version number is drawn anew by
+// every write: one seen again after another was seen in between is the
+// same holder's, unrenewed since it was first seen, and two calls of one
+// client can see the item out of order (an answer older than the one
+// before it). So the one seen just before keeps its time: counting anew
+// from the older answer's successor put a fair head's takeover of a dead
+// holder 59 ms past its lease and the simulation's slack (seed 64000275,
+// invariant 23). It never makes a takeover earlier than the holder's
+// lease since that record version number was first seen.
 func (o *observations) observe(key, rvn string, now time.Time) time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if ob, ok := o.m[key]; ok && ob.rvn == rvn {
+	ob, ok := o.m[key]
+	if ok && ob.rvn == rvn {
 		return ob.seen
 	}
-	if len(o.m) >= o.max {
+	if !ok && len(o.m) >= o.max {
 		for k := range o.m {
 			delete(o.m, k)
 			break
 		}
 	}
-	o.m[key] = observation{rvn: rvn, seen: now}
-	return now
+	seen := now
+	if ok && ob.prevRVN == rvn && rvn != "" {
+		seen = ob.prevSeen
+	}
+	o.m[key] = observation{rvn: rvn, seen: seen, prevRVN: ob.rvn, prevSeen: ob.seen}
+	return seen
 }
 
 func (o *observations) forget(key string) {

@@ -351,3 +351,38 @@ func TestAdmissionWaitsWhileTheMarginDoesNotHold(t *testing.T) {
 	}
 	end.end(false)
 }
+
+// A record version number seen again after an older answer (another call
+// of the client, answered later with the item as it was before a renewal)
+// keeps the time it was first seen: the holder has not renewed since. The
+// simulation's seed 64000275 (invariant 23): a fair head counted a dead
+// holder's lease anew from its second read of it, after a transaction of
+// the same client returned the item as it was before the holder's last
+// renewal, and took the key 59 ms late. An older number seen again after
+// the current one keeps its own first time too; a third number starts
+// afresh, and the memory is of one number before the current one.
+func TestObservationKeepsTheFirstSightAcrossAnOlderAnswer(t *testing.T) {
+	o := observations{m: make(map[string]observation), max: 8}
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	steps := []struct {
+		rvn  string
+		now  int // ms
+		want int // ms: when it was first seen, as observe answers
+	}{
+		{"x", 0, 0},
+		{"y", 100, 100}, // the holder renewed
+		{"x", 110, 0},   // an older answer: x keeps its first sight
+		{"y", 160, 100}, // current again: y was first seen at 100
+		{"y", 200, 100}, // unchanged
+		{"z", 300, 300}, // renewed
+		{"x", 310, 310}, // two numbers back: remembered no more
+		{"z", 320, 300}, // z keeps its first sight
+		{"z", 400, 300},
+	}
+	for i, s := range steps {
+		if got := o.observe("k", s.rvn, at(s.now)); !got.Equal(at(s.want)) {
+			t.Fatalf("step %d (%s at %d ms): first seen at %v, want %d ms", i, s.rvn, s.now, got.Sub(t0), s.want)
+		}
+	}
+}
