@@ -151,6 +151,12 @@ func (ss *sessions) current(ctx context.Context, c *Client) (*Session, error) {
 			}
 			// Started: loop, in case it has ended already.
 		case <-ctx.Done():
+			if closedNow(c.closing) {
+				// Both at once: a closed client wins, as in every wait of
+				// the client (see Client.sleep), whichever of the two this
+				// select saw first (one seed, one run).
+				return nil, errSessionStartClosed()
+			}
 			return nil, notGranted(ctx.Err(), "session: context done while waiting for the session to start")
 		case <-c.closing:
 			return nil, errSessionStartClosed()
