@@ -180,28 +180,8 @@ func TestSessionReentrantAdoptionTakesBackItsWriteInDoubt(t *testing.T) {
 	other := make(chan struct{})
 	// The reentrant call's read after its lost answer waits until the
 	// other acquisition holds the key.
-	db.Add(&faults.Rule{Op: "GetItem", Match: keyIs("k"), Times: 1, Before: func(ctx context.Context) error {
-		select {
-		case <-other:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}})
-	type result struct {
-		l   *dynamolock.Lock
-		err error
-	}
-	adopted := make(chan result, 1)
-	go func() {
-		l, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithReentrant(),
-			dynamolock.WithRefreshPeriod(50*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(5*time.Second))
-		adopted <- result{l, err}
-	}()
-	waitFor(t, 10*time.Second, "the reentrant call's first write", func() bool { return db.Hits(first) == 1 })
-	held, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithRefreshPeriod(50*time.Millisecond))
-	require.NoError(t, err, "the other acquisition takes the free key")
-	close(other)
+	db.Add(&faults.Rule{Op: "GetItem", Match: keyIs("k"), Times: 1, Before: until(other)})
+	held, adopted := reentrantBesideAnother(t, c, db, first, other)
 	r := <-adopted
 	require.NoError(t, r.err)
 	require.Equal(t, held.FencingToken(), r.l.FencingToken(), "the reentrant call returns the lock held here")
@@ -230,14 +210,7 @@ func TestReentrantAdoptionNeverReturnsALockThatEndedDuringItsUndo(t *testing.T) 
 	first := &faults.Rule{Op: "UpdateItem", Match: keyIs("k"), Times: 1, Late: late, Drop: true}
 	db.Add(first)
 	other := make(chan struct{})
-	db.Add(&faults.Rule{Op: "GetItem", Match: keyIs("k"), Times: 1, Before: func(ctx context.Context) error {
-		select {
-		case <-other:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}})
+	db.Add(&faults.Rule{Op: "GetItem", Match: keyIs("k"), Times: 1, Before: until(other)})
 	// The reentrant call's undo (a conditional release of the RVNs it
 	// wrote) waits until the lock it is to return has ended.
 	undoing, ended := make(chan struct{}), make(chan struct{})
@@ -246,27 +219,9 @@ func TestReentrantAdoptionNeverReturnsALockThatEndedDuringItsUndo(t *testing.T) 
 		return ok && keyIs("k")(in) && u.ConditionExpression != nil && strings.Contains(*u.ConditionExpression, " IN (")
 	}, Before: func(ctx context.Context) error {
 		close(undoing)
-		select {
-		case <-ended:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return until(ended)(ctx)
 	}})
-	type result struct {
-		l   *dynamolock.Lock
-		err error
-	}
-	adopted := make(chan result, 1)
-	go func() {
-		l, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithReentrant(),
-			dynamolock.WithRefreshPeriod(50*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(5*time.Second))
-		adopted <- result{l, err}
-	}()
-	waitFor(t, 10*time.Second, "the reentrant call's first write", func() bool { return db.Hits(first) == 1 })
-	held, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithRefreshPeriod(50*time.Millisecond))
-	require.NoError(t, err, "the other acquisition takes the free key")
-	close(other)
+	held, adopted := reentrantBesideAnother(t, c, db, first, other)
 	select {
 	case <-undoing:
 	case <-time.After(10 * time.Second):
@@ -282,6 +237,45 @@ func TestReentrantAdoptionNeverReturnsALockThatEndedDuringItsUndo(t *testing.T) 
 	require.NotEqual(t, held.FencingToken(), r.l.FencingToken(), "a new acquisition of the freed key")
 	close(late) // the lost write lands now, on a key another acquisition holds: it fails its condition
 	require.NoError(t, r.l.Close())
+}
+
+// until is a rule's Before that holds the request until ch is closed, or
+// its context ends.
+func until(ch <-chan struct{}) func(context.Context) error {
+	return func(ctx context.Context) error {
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// adoptResult is what a reentrant acquisition returned.
+type adoptResult struct {
+	l   *dynamolock.Lock
+	err error
+}
+
+// reentrantBesideAnother starts a reentrant acquisition of "k" in c, waits
+// for its first write (rule first, whose answer is lost), takes "k" with
+// another acquisition of c, then closes other (which the reentrant call's
+// read waits for). It returns that other lock and the reentrant call's
+// result to come.
+func reentrantBesideAnother(t *testing.T, c *dynamolock.Client, db *faults.Client, first *faults.Rule, other chan struct{}) (*dynamolock.Lock, <-chan adoptResult) {
+	t.Helper()
+	adopted := make(chan adoptResult, 1)
+	go func() {
+		l, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithReentrant(),
+			dynamolock.WithRefreshPeriod(50*time.Millisecond), dynamolock.WithAdditionalTimeToWaitForLock(5*time.Second))
+		adopted <- adoptResult{l, err}
+	}()
+	waitFor(t, 10*time.Second, "the reentrant call's first write", func() bool { return db.Hits(first) == 1 })
+	held, err := c.AcquireLockWithContext(context.Background(), "k", dynamolock.WithRefreshPeriod(50*time.Millisecond))
+	require.NoError(t, err, "the other acquisition takes the free key")
+	close(other)
+	return held, adopted
 }
 
 // readsSeen is a connection that reports each GetItem it answers.
